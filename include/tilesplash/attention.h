@@ -1,0 +1,80 @@
+// The kernel: *how* the plan is executed. A flash-attention forward pass with
+// an online softmax that visits only the plan's tiles: empty tiles are never
+// touched, full tiles run with no mask work at all, partial tiles apply their
+// bitmask. Inputs f32, bf16 or f16 with f32 accumulation. The SIMD code is
+// chosen once per process from CPUID (AVX-512 with BF16 dot products, AVX-512,
+// AVX2+FMA, or portable C++); results are bit-identical for any thread count.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tilesplash/plan.h"
+#include "tilesplash/tensor.h"
+
+namespace tilesplash {
+
+enum class MaskMode : std::uint8_t {
+  kTile,     // full tiles mask-free, partial tiles bitmasked (the default)
+  kElement,  // the mask predicate evaluated on every pair of every visited tile
+  kBitmask,  // every visited tile run through the bitmask path
+};
+
+std::string_view to_string(MaskMode mode);
+std::optional<MaskMode> parse_mask_mode(std::string_view text);
+
+struct AttentionOptions {
+  std::optional<float> scale;          // softmax scale; default 1 / sqrt(head_dim); must be > 0
+  MaskMode mask_mode = MaskMode::kTile;
+  int threads = 0;                     // 0: all hardware threads
+  bool check_finite = true;            // reject NaN / Inf in Q, K, V
+};
+
+// Q [heads, q_len, d], K [heads, kv_len, d], V [heads, kv_len, dv]; out
+// [heads, q_len, dv] in f32 or the input dtype; lse, when not null, receives
+// heads * q_len floats (row-major) of log-sum-exp per row (natural log, of the
+// scaled scores). A row with no kept key gives 0 and LSE = -inf.
+// d and dv: multiples of 8 up to 256 (64 and 128 are the fast paths).
+// plan.blocks().block_kv: a multiple of 64 up to 1024; block_q: 1 to 4096.
+// Throws std::invalid_argument naming the argument on any mismatch.
+struct AttentionArgs {
+  TensorView q;
+  TensorView k;
+  TensorView v;
+  MutableTensorView out;
+  float* lse = nullptr;
+};
+
+// Owns the worker threads and the grow-only workspaces (packed K/V, per-thread
+// scratch), so repeated calls do not pay for fresh memory. One runner serves
+// one call at a time; use one runner per calling thread for concurrency.
+class AttentionRunner {
+ public:
+  AttentionRunner();
+  ~AttentionRunner();
+  AttentionRunner(const AttentionRunner&) = delete;
+  AttentionRunner& operator=(const AttentionRunner&) = delete;
+
+  void forward(const TilePlan& plan, const AttentionArgs& args, const AttentionOptions& options = {});
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Convenience: a process-wide runner, calls serialised by a mutex.
+void attention_forward(const TilePlan& plan, const AttentionArgs& args,
+                       const AttentionOptions& options = {});
+
+// SIMD targets compiled into this build, best first, and the one in use.
+// TILESPLASH_ISA=<name> in the environment forces a (supported) target.
+std::vector<std::string> available_isas();
+std::string active_isa();
+// Forces a target for this process (tests run every target); throws if the
+// CPU lacks it. An empty name restores automatic selection.
+void set_isa(const std::string& name);
+
+}  // namespace tilesplash

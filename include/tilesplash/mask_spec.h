@@ -1,0 +1,19 @@
+// The mask SPEC language shared by the CLI and the bindings:
+//   dense | causal | causal:offset=K | local:left=L,right=R[,offset=K]
+//   chunked:size=C | random:density=D,seed=S
+// joined with '|' (OR) and '&' (AND); '&' binds tighter than '|'. A side of
+// local may be omitted (unbounded). Parentheses group, so that an OR inside an
+// AND (which Mask::to_string prints bracketed) parses back. Errors name the
+// offending part.
+#pragma once
+
+#include <string_view>
+
+#include "tilesplash/mask.h"
+
+namespace tilesplash {
+
+// Throws std::invalid_argument("mask spec: ...") on any malformed input.
+Mask parse_mask_spec(std::string_view spec);
+
+}  // namespace tilesplash

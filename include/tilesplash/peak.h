@@ -1,0 +1,14 @@
+// The machine's multiply-add peak, measured in-process, so that benchmark
+// efficiencies are relative to this run on this CPU rather than a datasheet.
+#pragma once
+
+#include "tilesplash/tensor.h"
+
+namespace tilesplash {
+
+// GFLOP/s (2 flops per multiply-add) of a register-resident FMA loop on the
+// active ISA: f32 FMA for f32 and f16 (which the kernel widens to f32), BF16
+// dot products for bf16 where the CPU has them. `threads` workers run at once.
+double measure_peak_gflops(DType dtype, int threads, double seconds = 0.2);
+
+}  // namespace tilesplash

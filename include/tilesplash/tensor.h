@@ -1,0 +1,54 @@
+// Non-owning views of the [heads, len, dim] tensors the kernel reads and
+// writes, with element strides so that PyTorch's [batch, heads, N, d] and
+// FlashAttention's [batch, N, heads, d] layouts can be passed without copies.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace tilesplash {
+
+enum class DType : std::uint8_t { kF32, kBF16, kF16 };
+
+std::string_view to_string(DType dtype);
+std::optional<DType> parse_dtype(std::string_view text);  // "f32", "bf16", "f16"
+std::int64_t size_of(DType dtype);
+
+struct TensorView {
+  const void* data = nullptr;
+  DType dtype = DType::kF32;
+  std::int64_t heads = 0;
+  std::int64_t len = 0;
+  std::int64_t dim = 0;
+  std::int64_t head_stride = 0;  // in elements
+  std::int64_t row_stride = 0;   // in elements; elements within a row are contiguous
+
+  static TensorView contiguous(const void* data, DType dtype, std::int64_t heads, std::int64_t len,
+                               std::int64_t dim) {
+    return {data, dtype, heads, len, dim, len * dim, dim};
+  }
+};
+
+struct MutableTensorView {
+  void* data = nullptr;
+  DType dtype = DType::kF32;
+  std::int64_t heads = 0;
+  std::int64_t len = 0;
+  std::int64_t dim = 0;
+  std::int64_t head_stride = 0;
+  std::int64_t row_stride = 0;
+
+  static MutableTensorView contiguous(void* data, DType dtype, std::int64_t heads, std::int64_t len,
+                                      std::int64_t dim) {
+    return {data, dtype, heads, len, dim, len * dim, dim};
+  }
+};
+
+// Scalar conversions, round-to-nearest-even, NaN preserved.
+float bf16_to_float(std::uint16_t bits);
+std::uint16_t float_to_bf16(float value);
+float f16_to_float(std::uint16_t bits);
+std::uint16_t float_to_f16(float value);
+
+}  // namespace tilesplash

@@ -1,0 +1,71 @@
+#include "tilesplash/attention.h"
+
+#include <algorithm>
+#include <mutex>
+
+#include "kernel/forward_params.h"
+#include "kernel/isa_dispatch.h"
+
+namespace tilesplash {
+
+std::string_view to_string(MaskMode mode) {
+  switch (mode) {
+    case MaskMode::kTile:
+      return "tile";
+    case MaskMode::kElement:
+      return "element";
+    case MaskMode::kBitmask:
+      return "bitmask";
+  }
+  return "?";
+}
+
+std::optional<MaskMode> parse_mask_mode(std::string_view text) {
+  if (text == "tile") return MaskMode::kTile;
+  if (text == "element") return MaskMode::kElement;
+  if (text == "bitmask") return MaskMode::kBitmask;
+  return std::nullopt;
+}
+
+struct AttentionRunner::Impl {
+  runtime::ThreadPool pool;
+  kernel::Workspace workspace;
+};
+
+AttentionRunner::AttentionRunner() : impl_(std::make_unique<Impl>()) {}
+AttentionRunner::~AttentionRunner() = default;
+
+void AttentionRunner::forward(const TilePlan& plan, const AttentionArgs& args,
+                              const AttentionOptions& options) {
+  const kernel::ForwardParams params = kernel::make_forward_params(plan, args, options);
+  kernel::active_forward()(params, impl_->workspace, impl_->pool);
+}
+
+void attention_forward(const TilePlan& plan, const AttentionArgs& args,
+                       const AttentionOptions& options) {
+  static std::mutex mutex;
+  static AttentionRunner runner;
+  std::lock_guard<std::mutex> lock(mutex);
+  runner.forward(plan, args, options);
+}
+
+namespace kernel {
+
+void order_work_items(const TilePlan& plan, std::int64_t heads, std::vector<std::int64_t>& order) {
+  const std::int64_t blocks = plan.num_q_blocks();
+  order.resize(static_cast<std::size_t>(heads * blocks));
+  for (std::int64_t i = 0; i < heads * blocks; ++i) order[i] = i;
+  // A partial tile costs a little more than a full one (mask work).
+  auto cost = [&](std::int64_t item) {
+    std::int64_t total = 0;
+    for (const PlanTile& tile : plan.tiles(item % blocks)) total += tile.is_full() ? 8 : 9;
+    return total;
+  };
+  std::vector<std::int64_t> costs(order.size());
+  for (std::int64_t i = 0; i < heads * blocks; ++i) costs[i] = cost(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::int64_t a, std::int64_t b) { return costs[a] > costs[b]; });
+}
+
+}  // namespace kernel
+}  // namespace tilesplash

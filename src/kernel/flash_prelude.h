@@ -1,0 +1,37 @@
+// What every per-ISA kernel translation unit includes before opening its
+// namespace and including flash_forward-inl.h.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernel/forward_params.h"
+#include "tilesplash/attention.h"
+#include "tilesplash/tensor.h"
+
+namespace tilesplash::kernel {
+
+inline constexpr std::int64_t kMaxHeadDim = 256;
+
+inline void atomic_min(std::atomic<std::int64_t>& target, std::int64_t value) {
+  std::int64_t current = target.load();
+  while (value < current && !target.compare_exchange_weak(current, value)) {
+  }
+}
+
+// `flat` is head * len + row, or INT64_MAX when every value was finite.
+inline void report_non_finite(const char* name, std::int64_t flat, std::int64_t len) {
+  if (flat == std::numeric_limits<std::int64_t>::max()) return;
+  throw std::invalid_argument(std::string("attention: ") + name + " contains NaN or Inf (head " +
+                              std::to_string(flat / len) + ", row " + std::to_string(flat % len) +
+                              "); expected finite values");
+}
+
+}  // namespace tilesplash::kernel

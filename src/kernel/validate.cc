@@ -1,0 +1,98 @@
+// Argument checks for attention calls. Every message names the argument and
+// the value it should have had, because these reach users through the CLI.
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "kernel/forward_params.h"
+
+namespace tilesplash::kernel {
+namespace {
+
+[[noreturn]] void fail(const std::string& message) {
+  throw std::invalid_argument("attention: " + message);
+}
+
+std::string str(std::int64_t value) { return std::to_string(value); }
+
+template <typename View>
+void check_view(const char* name, const View& view) {
+  if (view.data == nullptr) fail(std::string(name) + ".data must not be null");
+  if (view.heads < 1) fail(std::string(name) + ".heads must be >= 1, got " + str(view.heads));
+  if (view.len < 1) fail(std::string(name) + ".len must be >= 1, got " + str(view.len));
+  if (view.row_stride < view.dim) {
+    fail(std::string(name) + ".row_stride must be >= dim (" + str(view.dim) + "), got " +
+         str(view.row_stride));
+  }
+  if (view.heads > 1 && view.head_stride < 1) {
+    fail(std::string(name) + ".head_stride must be >= 1, got " + str(view.head_stride));
+  }
+}
+
+void check_dim(const char* name, std::int64_t dim) {
+  if (dim < 8 || dim > 256 || dim % 8 != 0) {
+    fail(std::string(name) + " must be a multiple of 8 in [8, 256], got " + str(dim));
+  }
+}
+
+}  // namespace
+
+ForwardParams make_forward_params(const TilePlan& plan, const AttentionArgs& args,
+                                  const AttentionOptions& options) {
+  const TensorView& q = args.q;
+  const TensorView& k = args.k;
+  const TensorView& v = args.v;
+  const MutableTensorView& out = args.out;
+  check_view("q", q);
+  check_view("k", k);
+  check_view("v", v);
+  check_view("out", out);
+  if (k.heads != q.heads) fail("k.heads must equal q.heads (" + str(q.heads) + "), got " + str(k.heads));
+  if (v.heads != q.heads) fail("v.heads must equal q.heads (" + str(q.heads) + "), got " + str(v.heads));
+  if (out.heads != q.heads) {
+    fail("out.heads must equal q.heads (" + str(q.heads) + "), got " + str(out.heads));
+  }
+  if (q.len != plan.q_len()) fail("q.len must equal plan.q_len (" + str(plan.q_len()) + "), got " + str(q.len));
+  if (k.len != plan.kv_len()) {
+    fail("k.len must equal plan.kv_len (" + str(plan.kv_len()) + "), got " + str(k.len));
+  }
+  if (v.len != k.len) fail("v.len must equal k.len (" + str(k.len) + "), got " + str(v.len));
+  if (out.len != q.len) fail("out.len must equal q.len (" + str(q.len) + "), got " + str(out.len));
+  check_dim("q.dim (head dim)", q.dim);
+  if (k.dim != q.dim) fail("k.dim must equal q.dim (" + str(q.dim) + "), got " + str(k.dim));
+  check_dim("v.dim", v.dim);
+  if (out.dim != v.dim) fail("out.dim must equal v.dim (" + str(v.dim) + "), got " + str(out.dim));
+  if (k.dtype != q.dtype || v.dtype != q.dtype) {
+    fail("q, k and v must share one dtype, got " + std::string(to_string(q.dtype)) + ", " +
+         std::string(to_string(k.dtype)) + ", " + std::string(to_string(v.dtype)));
+  }
+  if (out.dtype != DType::kF32 && out.dtype != q.dtype) {
+    fail("out.dtype must be f32 or the input dtype (" + std::string(to_string(q.dtype)) + "), got " +
+         std::string(to_string(out.dtype)));
+  }
+  const BlockSizes blocks = plan.blocks();
+  if (blocks.block_kv % 64 != 0 || blocks.block_kv > 1024) {
+    fail("plan block_kv must be a multiple of 64 up to 1024, got " + str(blocks.block_kv));
+  }
+  if (blocks.block_q > 4096) fail("plan block_q must be at most 4096, got " + str(blocks.block_q));
+  if (options.threads < 0) fail("threads must be >= 0 (0 = all cores), got " + str(options.threads));
+
+  ForwardParams params;
+  params.plan = &plan;
+  params.q = q;
+  params.k = k;
+  params.v = v;
+  params.out = out;
+  params.lse = args.lse;
+  params.scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(q.dim)));
+  if (!std::isfinite(params.scale) || params.scale <= 0.0f) {
+    fail("scale must be finite and > 0, got " + std::to_string(params.scale));
+  }
+  params.mask_mode = options.mask_mode;
+  params.threads = options.threads > 0 ? options.threads : runtime::ThreadPool::hardware_threads();
+  params.check_finite = options.check_finite;
+  return params;
+}
+
+}  // namespace tilesplash::kernel

@@ -1,0 +1,59 @@
+// Small helpers shared by the mask node implementations (and by other
+// modules' nodes): overflow-safe bound arithmetic, hashing, and the interval
+// fill that every band-like eval_row reduces to.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "tilesplash/mask_node.h"
+
+namespace tilesplash::detail {
+
+// Sequence indices are assumed to lie in [0, kUnbounded). Offsets and band
+// sides are clamped to +-kUnbounded, which cannot change which in-range pairs
+// are kept (|k - q| < kUnbounded) but keeps every later sum of an index and a
+// bound far away from int64 overflow.
+inline constexpr std::int64_t kUnbounded = std::int64_t{1} << 61;
+
+inline std::int64_t clamp_bound(__int128 value) {
+  if (value > kUnbounded) return kUnbounded;
+  if (value < -kUnbounded) return -kUnbounded;
+  return static_cast<std::int64_t>(value);
+}
+
+// Rounds toward negative infinity, so chunk starts stay correct for q < 0.
+inline std::int64_t floor_div(std::int64_t a, std::int64_t b) {
+  const std::int64_t quotient = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? quotient - 1 : quotient;
+}
+
+// splitmix64's finaliser: a bijection with full avalanche.
+inline std::uint64_t mix64(std::uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+inline std::size_t hash_combine(std::size_t seed, std::uint64_t value) {
+  return static_cast<std::size_t>(mix64(static_cast<std::uint64_t>(seed) ^ mix64(value)));
+}
+
+// keep[i] = (lo <= i && i <= hi) for i in [0, n). Three memsets beat any
+// per-element compare: the kept part of a band row is always one interval.
+inline void fill_interval(std::uint8_t* keep, std::int64_t n, std::int64_t lo, std::int64_t hi) {
+  if (n <= 0) return;
+  const std::int64_t begin = std::clamp<std::int64_t>(lo, 0, n);
+  const std::int64_t end = std::clamp<std::int64_t>(hi < lo ? begin : hi + 1, begin, n);
+  std::memset(keep, 0, static_cast<std::size_t>(begin));
+  std::memset(keep + begin, 1, static_cast<std::size_t>(end - begin));
+  std::memset(keep + end, 0, static_cast<std::size_t>(n - end));
+}
+
+// Structural equality of two nodes (same dynamic type, same parameters).
+bool nodes_equal(const MaskNode& a, const MaskNode& b);
+
+}  // namespace tilesplash::detail
