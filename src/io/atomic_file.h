@@ -1,0 +1,39 @@
+// All-or-nothing file output: bytes go to "<path>.tmp.XXXXXX" in the target's
+// directory (so the final rename never crosses file systems) and replace the
+// target only in commit(). Destroying an uncommitted AtomicFile, which is what
+// any exception on the way does, removes the temporary file, so a failed write
+// leaves neither a partial target nor litter beside it.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace tilesplash::io {
+
+class AtomicFile {
+ public:
+  // Throws std::runtime_error("<path>: ...") if the temporary file cannot be created.
+  explicit AtomicFile(std::string path);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  void write(std::span<const std::byte> bytes);
+  void write(std::string_view text);
+  // Flushes, closes and renames over the target.
+  void commit();
+
+  const std::string& temp_path() const { return temp_path_; }
+
+ private:
+  [[noreturn]] void fail_errno(const std::string& what) const;
+
+  std::string path_;
+  std::string temp_path_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+}  // namespace tilesplash::io
