@@ -55,9 +55,12 @@ void BM_Attention(benchmark::State& state) {
   Inputs in = make_inputs(n, d, dtype);
   const bool half = dtype == DType::kBF16;
   tilesplash::AttentionArgs args;
-  args.q = tilesplash::TensorView::contiguous(half ? (const void*)in.half_q.data() : in.q.data(), dtype, 1, n, d);
-  args.k = tilesplash::TensorView::contiguous(half ? (const void*)in.half_k.data() : in.k.data(), dtype, 1, n, d);
-  args.v = tilesplash::TensorView::contiguous(half ? (const void*)in.half_v.data() : in.v.data(), dtype, 1, n, d);
+  args.q = tilesplash::TensorView::contiguous(half ? (const void*)in.half_q.data() : in.q.data(),
+                                              dtype, 1, n, d);
+  args.k = tilesplash::TensorView::contiguous(half ? (const void*)in.half_k.data() : in.k.data(),
+                                              dtype, 1, n, d);
+  args.v = tilesplash::TensorView::contiguous(half ? (const void*)in.half_v.data() : in.v.data(),
+                                              dtype, 1, n, d);
   args.out = tilesplash::MutableTensorView::contiguous(in.out.data(), DType::kF32, 1, n, d);
   tilesplash::AttentionOptions options;
   options.threads = threads;
@@ -69,7 +72,8 @@ void BM_Attention(benchmark::State& state) {
     benchmark::DoNotOptimize(in.out.data());
   }
   const double flops = 4.0 * static_cast<double>(d) * static_cast<double>(plan.stats().kept_pairs);
-  state.counters["GFLOPs"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOPs"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["density"] = plan.stats().density;
   state.SetLabel(tilesplash::active_isa());
 }

@@ -27,10 +27,10 @@ std::string_view to_string(MaskMode mode);
 std::optional<MaskMode> parse_mask_mode(std::string_view text);
 
 struct AttentionOptions {
-  std::optional<float> scale;          // softmax scale; default 1 / sqrt(head_dim); must be > 0
+  std::optional<float> scale;  // softmax scale; default 1 / sqrt(head_dim); must be > 0
   MaskMode mask_mode = MaskMode::kTile;
-  int threads = 0;                     // 0: all hardware threads
-  bool check_finite = true;            // reject NaN / Inf in Q, K, V
+  int threads = 0;           // 0: all hardware threads
+  bool check_finite = true;  // reject NaN / Inf in Q, K, V
 };
 
 // Q [heads, q_len, d], K [heads, kv_len, d], V [heads, kv_len, dv]; out
@@ -58,7 +58,8 @@ class AttentionRunner {
   AttentionRunner(const AttentionRunner&) = delete;
   AttentionRunner& operator=(const AttentionRunner&) = delete;
 
-  void forward(const TilePlan& plan, const AttentionArgs& args, const AttentionOptions& options = {});
+  void forward(const TilePlan& plan, const AttentionArgs& args,
+               const AttentionOptions& options = {});
 
  private:
   struct Impl;

@@ -42,7 +42,8 @@ struct PlanTile {
 class TilePlan {
  public:
   // Throws std::invalid_argument on lengths < 1 or block sizes < 1.
-  static TilePlan build(const Mask& mask, std::int64_t q_len, std::int64_t kv_len, BlockSizes blocks);
+  static TilePlan build(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
+                        BlockSizes blocks);
 
   const Mask& mask() const { return mask_; }
   std::int64_t q_len() const { return q_len_; }

@@ -68,7 +68,7 @@ std::uint16_t float_to_f16(float value) {
   std::memcpy(&bits, &value, sizeof bits);
   const std::uint16_t sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
   const std::uint32_t abs_bits = bits & 0x7fffffffu;
-  if (abs_bits > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);  // NaN
+  if (abs_bits > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);   // NaN
   if (abs_bits >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // overflow
   float magnitude;
   std::memcpy(&magnitude, &abs_bits, sizeof magnitude);

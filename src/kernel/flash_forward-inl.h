@@ -279,7 +279,8 @@ struct F32Path {
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-      for (int j = 0; j < kColVecs; ++j) a[r][j] = load(acc + r * dvp + col + j * kLanes) * alpha[r];
+      for (int j = 0; j < kColVecs; ++j)
+        a[r][j] = load(acc + r * dvp + col + j * kLanes) * alpha[r];
     for (std::int64_t key = 0; key < keys; ++key) {
       VF vv[kColVecs];
 #pragma GCC unroll 8
@@ -379,7 +380,8 @@ struct FlashForward {
     // stays O(N * d) per group rather than a second copy of every head.
     const std::int64_t head_bytes = (k_head_elems + v_head_elems) * 4;
     const std::int64_t budget = std::int64_t{512} << 20;
-    const std::int64_t group = std::clamp<std::int64_t>(budget / std::max<std::int64_t>(head_bytes, 1), 1, heads);
+    const std::int64_t group =
+        std::clamp<std::int64_t>(budget / std::max<std::int64_t>(head_bytes, 1), 1, heads);
     Packed* packed_k = ws.packed_k.get<Packed>(group * k_head_elems);
     Packed* packed_v = ws.packed_v.get<Packed>(group * v_head_elems);
 
@@ -454,7 +456,8 @@ struct FlashForward {
     float* scratch = scratch_buffer.get<float>(sl.total);
     Packed* q = reinterpret_cast<Packed*>(scratch + sl.q);
     float* s = scratch + sl.scores;
-    auto* probs = reinterpret_cast<typename Path::Prob*>(Path::kSeparateProbs ? scratch + sl.probs : s);
+    auto* probs =
+        reinterpret_cast<typename Path::Prob*>(Path::kSeparateProbs ? scratch + sl.probs : s);
     std::uint8_t* keep = reinterpret_cast<std::uint8_t*>(scratch + sl.keep);
     float* acc = scratch + sl.acc;
     float* m = scratch + sl.m;

@@ -36,27 +36,27 @@ struct IsaEntry {
 const std::vector<IsaEntry>& isa_table() {
   static const std::vector<IsaEntry> table = {
 #if TILESPLASH_HAVE_X86_ISAS
-      {"avx512bf16",
-       [] {
-         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-                __builtin_cpu_supports("avx512bf16");
-       },
-       &avx512bf16::forward},
-      {"avx512",
-       [] {
-         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-       },
-       &avx512::forward},
-      {"avx2",
-       [] {
-         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                __builtin_cpu_supports("f16c");
-       },
-       &avx2::forward},
+    {"avx512bf16",
+     [] {
+       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+              __builtin_cpu_supports("avx512bf16");
+     },
+     &avx512bf16::forward},
+    {"avx512",
+     [] {
+       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+     },
+     &avx512::forward},
+    {"avx2",
+     [] {
+       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+              __builtin_cpu_supports("f16c");
+     },
+     &avx2::forward},
 #endif
-      {"generic", [] { return true; }, &generic::forward},
+    {"generic", [] { return true; }, &generic::forward},
   };
   return table;
 }
@@ -71,8 +71,10 @@ const IsaEntry* find_supported(const std::string& name) {
     }
   }
   std::string known;
-  for (const IsaEntry& entry : isa_table()) known += std::string(known.empty() ? "" : ", ") + entry.name;
-  throw std::invalid_argument("isa: unknown target '" + name + "' (expected one of: " + known + ")");
+  for (const IsaEntry& entry : isa_table())
+    known += std::string(known.empty() ? "" : ", ") + entry.name;
+  throw std::invalid_argument("isa: unknown target '" + name + "' (expected one of: " + known +
+                              ")");
 }
 
 const IsaEntry* best_supported() {

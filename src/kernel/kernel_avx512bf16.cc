@@ -99,8 +99,8 @@ struct Bf16DotPath {
       }
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        const __m512bh qb = reinterpret_cast<__m512bh>(
-            _mm512_set1_epi32(static_cast<int>(q[r * pairs + c])));
+        const __m512bh qb =
+            reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(q[r * pairs + c])));
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], qb, kv[j]);
       }

@@ -48,12 +48,15 @@ ForwardParams make_forward_params(const TilePlan& plan, const AttentionArgs& arg
   check_view("k", k);
   check_view("v", v);
   check_view("out", out);
-  if (k.heads != q.heads) fail("k.heads must equal q.heads (" + str(q.heads) + "), got " + str(k.heads));
-  if (v.heads != q.heads) fail("v.heads must equal q.heads (" + str(q.heads) + "), got " + str(v.heads));
+  if (k.heads != q.heads)
+    fail("k.heads must equal q.heads (" + str(q.heads) + "), got " + str(k.heads));
+  if (v.heads != q.heads)
+    fail("v.heads must equal q.heads (" + str(q.heads) + "), got " + str(v.heads));
   if (out.heads != q.heads) {
     fail("out.heads must equal q.heads (" + str(q.heads) + "), got " + str(out.heads));
   }
-  if (q.len != plan.q_len()) fail("q.len must equal plan.q_len (" + str(plan.q_len()) + "), got " + str(q.len));
+  if (q.len != plan.q_len())
+    fail("q.len must equal plan.q_len (" + str(plan.q_len()) + "), got " + str(q.len));
   if (k.len != plan.kv_len()) {
     fail("k.len must equal plan.kv_len (" + str(plan.kv_len()) + "), got " + str(k.len));
   }
@@ -68,15 +71,16 @@ ForwardParams make_forward_params(const TilePlan& plan, const AttentionArgs& arg
          std::string(to_string(k.dtype)) + ", " + std::string(to_string(v.dtype)));
   }
   if (out.dtype != DType::kF32 && out.dtype != q.dtype) {
-    fail("out.dtype must be f32 or the input dtype (" + std::string(to_string(q.dtype)) + "), got " +
-         std::string(to_string(out.dtype)));
+    fail("out.dtype must be f32 or the input dtype (" + std::string(to_string(q.dtype)) +
+         "), got " + std::string(to_string(out.dtype)));
   }
   const BlockSizes blocks = plan.blocks();
   if (blocks.block_kv % 64 != 0 || blocks.block_kv > 1024) {
     fail("plan block_kv must be a multiple of 64 up to 1024, got " + str(blocks.block_kv));
   }
   if (blocks.block_q > 4096) fail("plan block_q must be at most 4096, got " + str(blocks.block_q));
-  if (options.threads < 0) fail("threads must be >= 0 (0 = all cores), got " + str(options.threads));
+  if (options.threads < 0)
+    fail("threads must be >= 0 (0 = all cores), got " + str(options.threads));
 
   ForwardParams params;
   params.plan = &plan;
