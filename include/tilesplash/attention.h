@@ -74,8 +74,9 @@ void attention_forward(const TilePlan& plan, const AttentionArgs& args,
 // TILESPLASH_ISA=<name> in the environment forces a (supported) target.
 std::vector<std::string> available_isas();
 std::string active_isa();
-// Forces a target for this process (tests run every target); throws if the
-// CPU lacks it. An empty name restores automatic selection.
+// Forces a target for this process (tests run every target); throws
+// std::invalid_argument for an unknown name or one the CPU lacks. An empty
+// name restores automatic selection.
 void set_isa(const std::string& name);
 
 }  // namespace tilesplash

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "tilesplash/mask.h"
@@ -69,7 +70,7 @@ class TilePlan {
   const PlanStats& stats() const { return stats_; }
 
  private:
-  TilePlan(Mask mask) : mask_(std::move(mask)) {}
+  explicit TilePlan(Mask mask) : mask_(std::move(mask)) {}
   friend class PlanBuilder;
 
   Mask mask_;

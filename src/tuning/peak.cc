@@ -1,0 +1,137 @@
+// measure_peak_gflops: times the active target's multiply-add loop on
+// `threads` workers that start together and stop at one shared deadline, so
+// the result is the aggregate rate of the cores running at the same time (and
+// at the clock they hold under that load), not one core's rate times threads.
+// The time is split into a few windows and the best one is reported: a peak is
+// an upper bound, and on a shared machine any other process that steals a
+// core for a moment spoils a window, not the whole measurement.
+#include "tilesplash/peak.h"
+
+#include <algorithm>
+#include <barrier>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tilesplash/attention.h"
+#include "tuning/fma_peak.h"
+
+namespace tilesplash {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Workers look at the clock once per chunk; a chunk of ~0.5 ms keeps the
+// overshoot past the deadline and the cost of reading the clock negligible.
+constexpr double kChunkSeconds = 5e-4;
+constexpr std::int64_t kCalibrationRounds = 1 << 14;
+// Up to 5 windows of at least this long each.
+constexpr double kWindowSeconds = 0.04;
+
+// Keeps every loop's result observable.
+volatile float g_sink = 0.0f;
+
+tuning::FmaLoop select_loop(DType dtype) {
+#if TILESPLASH_HAVE_X86_ISAS
+  const std::string isa = active_isa();
+  if (isa == "avx512bf16") {
+    return dtype == DType::kBF16 ? tuning::fma_loop_bf16_avx512bf16()
+                                 : tuning::fma_loop_f32_avx512();
+  }
+  if (isa == "avx512") return tuning::fma_loop_f32_avx512();
+  if (isa == "avx2") return tuning::fma_loop_f32_avx2();
+#else
+  (void)dtype;
+#endif
+  return tuning::fma_loop_f32_generic();
+}
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Rounds per chunk, from one timed single-threaded run (after a warm-up run
+// that brings the vector units and the clock up).
+std::int64_t rounds_per_chunk(const tuning::FmaLoop& loop) {
+  g_sink = g_sink + loop.run(kCalibrationRounds);
+  const auto start = Clock::now();
+  g_sink = g_sink + loop.run(kCalibrationRounds);
+  const double elapsed = std::max(seconds_since(start), 1e-9);
+  const double rounds = kCalibrationRounds * kChunkSeconds / elapsed;
+  return static_cast<std::int64_t>(std::clamp(rounds, 1024.0, 1e8));
+}
+
+}  // namespace
+
+double measure_peak_gflops(DType dtype, int threads, double seconds) {
+  if (!std::isfinite(seconds) || seconds <= 0.0) {
+    throw std::invalid_argument("measure_peak_gflops: seconds must be a finite value > 0");
+  }
+  if (threads < 1) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+
+  const tuning::FmaLoop loop = select_loop(dtype);
+  const std::int64_t chunk = rounds_per_chunk(loop);
+  const int windows = static_cast<int>(std::clamp(seconds / kWindowSeconds, 1.0, 5.0));
+  const auto window =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds / windows));
+
+  std::vector<Clock::time_point> starts(windows);
+  std::vector<Clock::time_point> deadlines(windows);
+  std::vector<std::vector<std::int64_t>> rounds(windows, std::vector<std::int64_t>(threads, 0));
+  std::vector<std::vector<Clock::time_point>> finished(windows,
+                                                       std::vector<Clock::time_point>(threads));
+  std::vector<float> results(threads, 0.0f);
+
+  // The completion step runs once per phase, after every worker has arrived
+  // and before any is released, so each window starts at one instant for all.
+  int phase = 0;
+  auto open_window = [&]() noexcept {
+    if (phase < windows) {
+      starts[phase] = Clock::now();
+      deadlines[phase] = starts[phase] + window;
+    }
+    ++phase;
+  };
+  std::barrier sync(threads, open_window);
+
+  std::vector<std::thread> workers;
+  workers.reserve(threads);
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      results[t] += loop.run(chunk);  // warm-up, outside the timed windows
+      for (int w = 0; w < windows; ++w) {
+        sync.arrive_and_wait();
+        std::int64_t done = 0;
+        do {
+          results[t] += loop.run(chunk);
+          done += chunk;
+        } while (Clock::now() < deadlines[w]);
+        finished[w][t] = Clock::now();
+        rounds[w][t] = done;
+      }
+    });
+  }
+  for (auto& worker : workers) worker.join();
+
+  double best = 0.0;
+  for (int w = 0; w < windows; ++w) {
+    double flops = 0.0;
+    Clock::time_point last = starts[w];
+    for (int t = 0; t < threads; ++t) {
+      flops += static_cast<double>(rounds[w][t]) * loop.flops_per_round;
+      last = std::max(last, finished[w][t]);
+    }
+    const double elapsed = std::chrono::duration<double>(last - starts[w]).count();
+    best = std::max(best, flops / std::max(elapsed, 1e-9) * 1e-9);
+  }
+  float sum = 0.0f;
+  for (float result : results) sum += result;
+  g_sink = g_sink + sum;
+  return best;
+}
+
+}  // namespace tilesplash
