@@ -29,7 +29,7 @@ std::optional<MaskMode> parse_mask_mode(std::string_view text);
 struct AttentionOptions {
   std::optional<float> scale;  // softmax scale; default 1 / sqrt(head_dim); must be > 0
   MaskMode mask_mode = MaskMode::kTile;
-  int threads = 0;           // 0: all hardware threads
+  int threads = 0;           // 0: all hardware threads; < 0 is rejected
   bool check_finite = true;  // reject NaN / Inf in Q, K, V
 };
 

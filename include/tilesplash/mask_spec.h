@@ -1,6 +1,9 @@
 // The mask SPEC language shared by the CLI and the bindings:
 //   dense | causal | causal:offset=K | local:left=L,right=R[,offset=K]
 //   chunked:size=C | random:density=D,seed=S
+//   spatial:GEOM,BAND[,sink][,text_full] | temporal:GEOM,BAND[,sink][,text_full]
+// (video masks, see video.h: GEOM is preset=NAME or frames=F,height=h,width=w
+// [,text=T,text_at=before|after]; BAND is band=W, band_frames=M or density=S)
 // joined with '|' (OR) and '&' (AND); '&' binds tighter than '|'. A side of
 // local may be omitted (unbounded). Parentheses group, so that an OR inside an
 // AND (which Mask::to_string prints bracketed) parses back. Errors name the

@@ -19,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include "video/video_spec.h"
+
 namespace tilesplash {
 namespace {
 
@@ -101,7 +103,8 @@ class Params {
 };
 
 [[noreturn]] void fail_unknown_mask(const std::string& name) {
-  fail("unknown mask '" + name + "' (expected dense, causal, local, chunked or random)");
+  fail("unknown mask '" + name +
+       "' (expected dense, causal, local, chunked, random, spatial or temporal)");
 }
 
 bool is_known_mask(const std::string& name) {
@@ -200,6 +203,7 @@ class Parser {
   Mask parse_atom() {
     const std::string name = read_word();
     if (name.empty()) unexpected("a mask name");
+    if (detail::is_video_mask_name(name)) return parse_video_atom(name);
     if (!is_known_mask(name)) fail_unknown_mask(name);
     skip_space();
     std::vector<Param> params;
@@ -213,6 +217,20 @@ class Parser {
       }
     }
     return make_mask(name, Params(name, std::move(params)));
+  }
+
+  // spatial / temporal take bare flags (sink, text_full), so the video module
+  // parses their whole parameter text, which runs to the next | & ( or ).
+  Mask parse_video_atom(const std::string& name) {
+    skip_space();
+    if (peek() != ':') {
+      fail(name + ": expected ':' and parameters, e.g. '" + name +
+           ":preset=wan2.1-1.3b-480p,density=0.25'");
+    }
+    const std::size_t start = ++pos_;
+    while (!at_end() && std::string_view("|&()").find(text_[pos_]) == std::string_view::npos)
+      ++pos_;
+    return detail::parse_video_mask(name, text_.substr(start, pos_ - start));
   }
 
   Param read_param(const std::string& mask, const std::vector<Param>& seen) {
