@@ -1,0 +1,156 @@
+// Tile-size autotuning. The fastest (block_q, block_kv) is a property of the
+// machine, not of the mask: small tiles hug the mask boundary (fewer wasted
+// pairs in partial tiles) while large ones run long dense loops, and the
+// article found its TPU optimum at a query tile of 3,328, far from the tile
+// with the least boundary work (DESIGN §5). So the library keeps one list of
+// candidate tile sizes, times each candidate on a stratified sample of its
+// plan's q-blocks (seconds for a 75k-token shape, where the full runs would
+// take minutes), extrapolates to the full run, and caches the winner on disk
+// keyed by CPU, SIMD target, dtype, head dim, mask family, length bucket and
+// threads. choose_blocks() is the entry point for callers that give no block
+// sizes: the cached choice when there is one, a heuristic otherwise; it never
+// tunes implicitly.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tilesplash/mask.h"
+#include "tilesplash/plan.h"
+#include "tilesplash/tensor.h"
+
+namespace tilesplash {
+
+// Every candidate the tuner may try, small tiles first. The one list that
+// the tuner, the CLI and the tests iterate over (gemma.cpp's MMCandidates).
+std::span<const BlockSizes> tile_candidates();
+// The candidates that differ for these lengths: a block_q (block_kv) beyond
+// the length rounded up to the kernel's granularity gives the same plan as a
+// smaller one, so only the smallest such candidate stays. Never empty.
+std::vector<BlockSizes> tile_candidates_for(std::int64_t q_len, std::int64_t kv_len);
+
+// What a tuned choice is valid for. Two shapes with equal keys share a cache
+// entry; any field that differs keeps them apart.
+struct TuneKey {
+  std::string cpu;  // /proc/cpuinfo "model name", or "unknown"
+  std::string isa;  // active_isa()
+  DType dtype = DType::kF32;
+  std::int64_t head_dim = 0;
+  std::string mask_family;     // mask.to_string() with numbers replaced by '#'
+  double density = 0.0;        // estimated kept fraction, bucketed (see density_bucket)
+  std::int64_t q_bucket = 0;   // floor(log2(q_len))
+  std::int64_t kv_bucket = 0;  // floor(log2(kv_len))
+  int threads = 1;
+
+  // One line, stable across runs: the cache's key.
+  std::string to_string() const;
+  friend bool operator==(const TuneKey&, const TuneKey&) = default;
+};
+
+// threads: 0 means all hardware threads. Throws std::invalid_argument on
+// lengths or head_dim < 1 and threads < 0.
+TuneKey make_tune_key(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
+                      std::int64_t head_dim, DType dtype, int threads);
+
+// Kept fraction estimated from a few hundred evenly spaced rows (cheap for
+// any mask), and its bucket: the nearest 0.01 below 0.05, else 0.05.
+double estimate_density(const Mask& mask, std::int64_t q_len, std::int64_t kv_len);
+double density_bucket(double density);
+
+// What a measurement reads. kWall is what a caller waits for. kCpu is the
+// process's CPU time divided by the thread count: on a machine shared with
+// other jobs it counts only this process's work, so candidates compare
+// fairly, but it misses threads left idle by an unbalanced split.
+enum class TuneClock : std::uint8_t { kWall, kCpu };
+
+struct TuneOptions {
+  std::int64_t heads = 2;        // heads timed per call (>= 1)
+  int threads = 0;               // 0: all hardware threads
+  double budget_seconds = 10.0;  // sampled timing of all candidates (> 0)
+  int repeats = 3;               // timed runs per measurement; the minimum counts (>= 1)
+  TuneClock clock = TuneClock::kWall;
+  // Also time the pick (and the least-boundary candidate) on the full run.
+  bool verify = false;
+  // Time every candidate on the full run as well (slow: for benchmarks).
+  bool exhaustive = false;
+  std::uint64_t seed = 0;  // of the random Q, K, V
+  // Candidates to try instead of tile_candidates_for(); each must satisfy the
+  // kernel's limits (block_kv a multiple of 64 up to 1024, block_q 1..4096).
+  std::vector<BlockSizes> candidates;
+};
+
+struct CandidateResult {
+  BlockSizes blocks;
+  std::int64_t full = 0;
+  std::int64_t partial = 0;
+  std::int64_t empty = 0;
+  std::int64_t kept_pairs = 0;
+  std::int64_t boundary_pairs = 0;  // pairs computed in partial tiles that the mask drops
+  std::int64_t sampled_q_blocks = 0;
+  std::int64_t q_blocks = 0;
+  double sample_fraction = 0.0;        // share of the visited pairs the sample ran
+  double seconds = 0.0;                // full-run time predicted from the sample
+  double gflops = 0.0;                 // 4 * d * heads * kept_pairs / seconds
+  std::optional<double> full_seconds;  // measured on the full run (verify / exhaustive)
+};
+
+struct TuneResult {
+  TuneKey key;
+  std::int64_t q_len = 0;
+  std::int64_t kv_len = 0;
+  std::int64_t heads = 0;
+  std::vector<CandidateResult> candidates;  // in candidate-list order
+  std::size_t best = 0;                     // fastest predicted
+  std::size_t least_boundary = 0;           // fewest boundary pairs (the smaller tile on a tie)
+  double fixed_seconds = 0.0;   // per call outside the tiles (K/V packing, rows), measured once
+  double tuning_seconds = 0.0;  // wall time of tune_blocks()
+  double search_seconds = 0.0;  // of which the search itself (without verify / exhaustive)
+
+  BlockSizes blocks() const { return candidates[best].blocks; }
+};
+
+// Times every candidate on a stratified sample of q-blocks with random data
+// and returns the table; does not touch the cache. Throws
+// std::invalid_argument naming the bad argument or option.
+TuneResult tune_blocks(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
+                       std::int64_t head_dim, DType dtype, const TuneOptions& options = {});
+
+// The on-disk cache: one versioned JSON file. A corrupt, unreadable or stale
+// (other format version or library version) file, or an entry with invalid
+// block sizes, is ignored with one warning on stderr, never trusted; storing
+// rewrites the file atomically (temporary file + rename).
+class TuningCache {
+ public:
+  // $XDG_CACHE_HOME/tilesplash/tuning.json, else $HOME/.cache/tilesplash/tuning.json.
+  static std::filesystem::path default_path();
+  explicit TuningCache(std::filesystem::path path = default_path());
+
+  const std::filesystem::path& path() const { return path_; }
+  std::optional<BlockSizes> lookup(const TuneKey& key) const;
+  // Adds or replaces the entry. Throws std::runtime_error naming the path when
+  // the file cannot be written.
+  void store(const TuneKey& key, BlockSizes blocks, double seconds) const;
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Block sizes when the caller gives none: a sensible default for the lengths.
+BlockSizes heuristic_blocks(std::int64_t q_len, std::int64_t kv_len, std::int64_t head_dim,
+                            DType dtype);
+
+struct BlockChoice {
+  BlockSizes blocks;
+  bool from_cache = false;
+  TuneKey key;
+};
+// The cached choice for this shape on this machine, else heuristic_blocks().
+// Reads the cache file on every call: call it once per shape, not per forward.
+BlockChoice choose_blocks(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
+                          std::int64_t head_dim, DType dtype, int threads);
+
+}  // namespace tilesplash

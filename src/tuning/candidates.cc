@@ -1,0 +1,77 @@
+// The tile sizes the tuner tries, in one list, and the fallback when nothing
+// is cached. The list spans small tiles that hug a band's diagonal edge (few
+// wasted pairs, short inner loops) to the article's 3,328-row query tile
+// (long dense loops, more boundary work); block_kv stays within the kernel's
+// limits (a multiple of 64 up to 1024) and at most 512, past which a tile's
+// K and V no longer share L2 with the scores at d = 128.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "tilesplash/tuning.h"
+
+namespace tilesplash {
+namespace {
+
+// Small tiles first. Pruned by hand from {32..3328} x {64..512}: tiny query
+// tiles with wide kv tiles (and the reverse) lose on both counts.
+constexpr std::array<BlockSizes, 19> kCandidates{{
+    {32, 64},    {32, 128},                            //
+    {64, 64},    {64, 128},   {64, 256},               //
+    {128, 64},   {128, 128},  {128, 256}, {128, 512},  //
+    {256, 128},  {256, 256},  {256, 512},              //
+    {512, 128},  {512, 256},  {512, 512},              //
+    {1024, 256}, {1024, 512},                          //
+    {3328, 256}, {3328, 512},                          //
+}};
+
+// The kernel packs keys in panels of 64: a kv block wider than the keys
+// rounded up to 64 changes nothing.
+constexpr std::int64_t kKvGranule = 64;
+
+std::int64_t round_up(std::int64_t value, std::int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+}  // namespace
+
+std::span<const BlockSizes> tile_candidates() { return kCandidates; }
+
+std::vector<BlockSizes> tile_candidates_for(std::int64_t q_len, std::int64_t kv_len) {
+  // Clamp each side to the smallest candidate value that already covers the
+  // whole length; candidates that clamp to the same pair are one plan.
+  auto cover = [](std::int64_t length, std::int64_t value, auto member) {
+    std::int64_t smallest_cover = -1;
+    for (const BlockSizes& c : kCandidates) {
+      const std::int64_t v = c.*member;
+      if (v >= length && (smallest_cover < 0 || v < smallest_cover)) smallest_cover = v;
+    }
+    return (smallest_cover >= 0 && value > smallest_cover) ? smallest_cover : value;
+  };
+  const std::int64_t kv_cover = round_up(std::max<std::int64_t>(kv_len, 1), kKvGranule);
+  std::vector<BlockSizes> out;
+  for (const BlockSizes& c : kCandidates) {
+    const BlockSizes clamped{cover(q_len, c.block_q, &BlockSizes::block_q),
+                             cover(kv_cover, c.block_kv, &BlockSizes::block_kv)};
+    if (std::find(out.begin(), out.end(), clamped) == out.end()) out.push_back(clamped);
+  }
+  return out;
+}
+
+// Measured on the 2-core AVX-512 BF16 development machine (docs/tuning.md):
+// on wan2.1-14b-720p's spatial band at 10%, 25% and 50% density, 256 x 256 ran
+// within 2.5% of the fastest candidate of an exhaustive full-run sweep in both
+// bf16 and f32, while the least-boundary tile (32 x 64) was 1.3-1.6x slower.
+// Shorter sequences get a query tile no longer than the sequence.
+BlockSizes heuristic_blocks(std::int64_t q_len, std::int64_t kv_len, std::int64_t head_dim,
+                            DType dtype) {
+  static_cast<void>(head_dim);
+  static_cast<void>(dtype);
+  const std::int64_t block_q = std::clamp<std::int64_t>(q_len, 1, 256);
+  const std::int64_t block_kv =
+      std::clamp<std::int64_t>(round_up(std::max<std::int64_t>(kv_len, 1), kKvGranule), 64, 256);
+  return {block_q, block_kv};
+}
+
+}  // namespace tilesplash

@@ -1,0 +1,296 @@
+// tune_blocks(): every candidate tile size timed on a stratified sample of its
+// own plan's q-blocks, extrapolated to the full run.
+//
+// A run of a plan costs fixed + tiles: `fixed` is the work outside the tiles
+// (packing K and V, loading and writing every row), the same for every plan
+// over the shape, and `tiles` is the sum over (head, q-block) items. A sampled
+// plan (tuning/sample_plan.h) keeps the fixed part and a known share of the
+// visited pairs, so full = fixed + (sample - fixed) * visited / sampled.
+// `fixed` is measured once, on a plan with no tiles. Samples are sized from
+// the budget with a throughput measured by a first small probe, and at least
+// a few q-blocks per thread, so each is long enough to time. The minimum of
+// the repeats counts: on a shared machine noise only ever adds time (and
+// TuneClock::kCpu reads CPU time, which other jobs barely disturb).
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "masks/mask_util.h"
+#include "tilesplash/attention.h"
+#include "tilesplash/tuning.h"
+#include "tuning/sample_plan.h"
+
+namespace tilesplash {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Each sample should hold at least this many q-blocks per worker thread, so
+// that the threads stay balanced as they are in the full run.
+constexpr std::int64_t kMinBlocksPerThread = 2;
+constexpr std::int64_t kMinBlocks = 4;
+// The fixed part is cheap; more repeats make it exact enough to subtract.
+constexpr int kFixedRepeats = 5;
+
+void fail(const std::string& message) { throw std::invalid_argument("tune_blocks: " + message); }
+
+void validate(std::int64_t q_len, std::int64_t kv_len, std::int64_t head_dim,
+              const TuneOptions& o) {
+  if (q_len < 1) fail("q_len must be >= 1, got " + std::to_string(q_len));
+  if (kv_len < 1) fail("kv_len must be >= 1, got " + std::to_string(kv_len));
+  if (head_dim < 8 || head_dim > 256 || head_dim % 8 != 0) {
+    fail("head_dim must be a multiple of 8 in [8, 256], got " + std::to_string(head_dim));
+  }
+  if (o.heads < 1) fail("options.heads must be >= 1, got " + std::to_string(o.heads));
+  if (o.threads < 0) fail("options.threads must be >= 0, got " + std::to_string(o.threads));
+  if (!(o.budget_seconds > 0.0) || !std::isfinite(o.budget_seconds)) {
+    fail("options.budget_seconds must be a finite number > 0, got " +
+         std::to_string(o.budget_seconds));
+  }
+  if (o.repeats < 1) fail("options.repeats must be >= 1, got " + std::to_string(o.repeats));
+  for (const BlockSizes& b : o.candidates) {
+    if (b.block_q < 1 || b.block_q > 4096 || b.block_kv < 64 || b.block_kv > 1024 ||
+        b.block_kv % 64 != 0) {
+      fail(
+          "options.candidates: each needs block_q in 1..4096 and block_kv a multiple of 64 up "
+          "to 1024, got " +
+          std::to_string(b.block_q) + " x " + std::to_string(b.block_kv));
+    }
+  }
+}
+
+// Seeded uniform values of unit variance in the kernel's input dtype: the
+// values do not matter for speed, only that they are finite and varied.
+class RandomInputs {
+ public:
+  RandomInputs(DType dtype, std::int64_t heads, std::int64_t len, std::int64_t dim,
+               std::uint64_t seed)
+      : dtype_(dtype), heads_(heads), len_(len), dim_(dim) {
+    const std::size_t n = static_cast<std::size_t>(heads * len * dim);
+    const auto value = [seed](std::size_t i) {
+      const std::uint64_t bits = detail::mix64(seed ^ detail::mix64(i));
+      return static_cast<float>((static_cast<double>(bits >> 11) * 0x1.0p-53 - 0.5) * 3.4641016);
+    };
+    if (dtype == DType::kF32) {
+      f32_.resize(n);
+      for (std::size_t i = 0; i < n; ++i) f32_[i] = value(i);
+    } else {
+      bits16_.resize(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        bits16_[i] = dtype == DType::kBF16 ? float_to_bf16(value(i)) : float_to_f16(value(i));
+      }
+    }
+  }
+
+  TensorView view() const {
+    const void* data = dtype_ == DType::kF32 ? static_cast<const void*>(f32_.data())
+                                             : static_cast<const void*>(bits16_.data());
+    return TensorView::contiguous(data, dtype_, heads_, len_, dim_);
+  }
+
+ private:
+  DType dtype_;
+  std::int64_t heads_, len_, dim_;
+  std::vector<float> f32_;
+  std::vector<std::uint16_t> bits16_;
+};
+
+class Timer {
+ public:
+  Timer(AttentionRunner& runner, const AttentionArgs& args, int threads, TuneClock clock)
+      : runner_(runner), args_(args), clock_(clock), threads_(threads) {
+    options_.threads = threads;
+    options_.check_finite = false;  // the data is finite by construction
+  }
+
+  // Minimum over `repeats` runs.
+  double seconds(const TilePlan& plan, int repeats) {
+    double best = std::numeric_limits<double>::infinity();
+    for (int r = 0; r < repeats; ++r) {
+      const double start = now();
+      runner_.forward(plan, args_, options_);
+      best = std::min(best, now() - start);
+    }
+    return std::max(best, 1e-9);
+  }
+
+ private:
+  double now() const {
+    if (clock_ == TuneClock::kWall) {
+      return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+    }
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec)) / threads_;
+  }
+
+  AttentionRunner& runner_;
+  const AttentionArgs& args_;
+  AttentionOptions options_;
+  TuneClock clock_;
+  int threads_;
+};
+
+// The tile part of a sampled run. Noise can make t - fixed tiny or negative
+// when a sample is short; the floor keeps the throughput estimate (and so the
+// next sample's size) from running away.
+double tile_seconds(double t, double fixed) { return std::max(t - fixed, 0.05 * t); }
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// Number of q-blocks to sample for `target_pairs` visited pairs per head.
+std::int64_t sample_count(const std::vector<std::int64_t>& work, double target_pairs,
+                          std::int64_t heads, int threads) {
+  const std::int64_t n = static_cast<std::int64_t>(work.size());
+  const double total =
+      static_cast<double>(std::accumulate(work.begin(), work.end(), std::int64_t{0}));
+  const double mean = std::max(total / static_cast<double>(n), 1.0);
+  std::int64_t count = static_cast<std::int64_t>(std::ceil(target_pairs / mean));
+  // A few strata, but no more than an eighth of the plan: with the 3,328-row
+  // tiles a long sequence has only ~20 q-blocks.
+  const std::int64_t floor_count =
+      std::max(ceil_div(kMinBlocksPerThread * threads, heads), std::min(kMinBlocks, n / 8));
+  count = std::max(count, floor_count);
+  // Whole rounds of items per thread when the blocks cost the same.
+  while ((count * heads) % threads != 0) ++count;
+  return std::min(count, n);
+}
+
+struct Candidate {
+  CandidateResult result;
+  std::int64_t visited = 0;
+};
+
+}  // namespace
+
+TuneResult tune_blocks(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
+                       std::int64_t head_dim, DType dtype, const TuneOptions& options) {
+  const auto start = Clock::now();
+  validate(q_len, kv_len, head_dim, options);
+  const int threads = options.threads > 0
+                          ? options.threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const std::vector<BlockSizes> list =
+      options.candidates.empty() ? tile_candidates_for(q_len, kv_len) : options.candidates;
+
+  TuneResult result;
+  result.key = make_tune_key(mask, q_len, kv_len, head_dim, dtype, threads);
+  result.q_len = q_len;
+  result.kv_len = kv_len;
+  result.heads = options.heads;
+
+  const std::int64_t heads = options.heads;
+  const RandomInputs q(dtype, heads, q_len, head_dim, options.seed * 3 + 1);
+  const RandomInputs k(dtype, heads, kv_len, head_dim, options.seed * 3 + 2);
+  const RandomInputs v(dtype, heads, kv_len, head_dim, options.seed * 3 + 3);
+  std::vector<float> out(static_cast<std::size_t>(heads * q_len * head_dim));
+  const AttentionArgs args{
+      q.view(), k.view(), v.view(),
+      MutableTensorView::contiguous(out.data(), DType::kF32, heads, q_len, head_dim)};
+  AttentionRunner runner;
+  Timer timer(runner, args, threads, options.clock);
+
+  // Per candidate the plan is rebuilt when needed rather than kept: plans of
+  // small tiles over long sequences hold millions of tiles.
+  const auto build = [&](const BlockSizes& blocks) {
+    return TilePlan::build(mask, q_len, kv_len, blocks);
+  };
+
+  const double per_candidate = options.budget_seconds / static_cast<double>(list.size());
+  double fixed = -1.0;
+  double pairs_per_second = -1.0;  // visited pairs of all heads per second of tile work
+  Clock::duration checking{};      // full runs for verify / exhaustive
+  std::vector<Candidate> candidates;
+  for (const BlockSizes& blocks : list) {
+    const TilePlan plan = build(blocks);
+    const std::vector<std::int64_t> work = tuning::visited_pairs_per_block(plan);
+    Candidate c;
+    CandidateResult& r = c.result;
+    r.blocks = blocks;
+    r.full = plan.stats().full;
+    r.partial = plan.stats().partial;
+    r.empty = plan.stats().empty;
+    r.kept_pairs = plan.stats().kept_pairs;
+    c.visited = std::accumulate(work.begin(), work.end(), std::int64_t{0});
+    r.boundary_pairs = c.visited - r.kept_pairs;
+    r.q_blocks = plan.num_q_blocks();
+
+    if (fixed < 0.0) {
+      // Warms the runner's workspaces too.
+      fixed = timer.seconds(tuning::sampled_plan(plan, {}), kFixedRepeats);
+    }
+    if (pairs_per_second < 0.0) {
+      // Throughput probe on the smallest sample this candidate allows.
+      const auto probe = tuning::stratified_blocks(work, sample_count(work, 0.0, heads, threads));
+      std::int64_t pairs = 0;
+      for (const std::int64_t b : probe) pairs += work[static_cast<std::size_t>(b)];
+      const double t = timer.seconds(tuning::sampled_plan(plan, probe), 1);
+      pairs_per_second = static_cast<double>(pairs * heads) / tile_seconds(t, fixed);
+    }
+
+    const double target = pairs_per_second * per_candidate / options.repeats / heads;
+    const std::vector<std::int64_t> picked =
+        tuning::stratified_blocks(work, sample_count(work, target, heads, threads));
+    std::int64_t sampled = 0;
+    for (const std::int64_t b : picked) sampled += work[static_cast<std::size_t>(b)];
+    r.sampled_q_blocks = static_cast<std::int64_t>(picked.size());
+    r.sample_fraction = c.visited > 0 ? static_cast<double>(sampled) / c.visited : 1.0;
+    if (r.sampled_q_blocks == r.q_blocks) {
+      r.seconds = timer.seconds(plan, options.repeats);
+    } else {
+      const double t = timer.seconds(tuning::sampled_plan(plan, picked), options.repeats);
+      const double tiles = tile_seconds(t, fixed);
+      r.seconds = fixed + tiles / std::max(r.sample_fraction, 1e-12);
+      pairs_per_second = static_cast<double>(sampled * heads) / tiles;
+    }
+    if (options.exhaustive) {
+      const auto check_start = Clock::now();
+      r.full_seconds = timer.seconds(plan, options.repeats);
+      checking += Clock::now() - check_start;
+    }
+    candidates.push_back(std::move(c));
+  }
+
+  const auto by = [&](auto less) {
+    std::size_t best = 0;
+    for (std::size_t i = 1; i < candidates.size(); ++i) {
+      if (less(candidates[i], candidates[best])) best = i;
+    }
+    return best;
+  };
+  result.best = by(
+      [](const Candidate& a, const Candidate& b) { return a.result.seconds < b.result.seconds; });
+  result.least_boundary = by([](const Candidate& a, const Candidate& b) {
+    return a.result.boundary_pairs < b.result.boundary_pairs;
+  });
+  if (options.verify) {
+    const auto check_start = Clock::now();
+    for (const std::size_t i : {result.best, result.least_boundary}) {
+      CandidateResult& r = candidates[i].result;
+      if (!r.full_seconds) r.full_seconds = timer.seconds(build(r.blocks), options.repeats);
+    }
+    checking += Clock::now() - check_start;
+  }
+
+  const double flops_per_pair = 4.0 * static_cast<double>(head_dim) * static_cast<double>(heads);
+  for (Candidate& c : candidates) {
+    c.result.gflops =
+        flops_per_pair * static_cast<double>(c.result.kept_pairs) / c.result.seconds * 1e-9;
+    result.candidates.push_back(c.result);
+  }
+  result.fixed_seconds = fixed;
+  result.tuning_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  result.search_seconds = result.tuning_seconds - std::chrono::duration<double>(checking).count();
+  return result;
+}
+
+}  // namespace tilesplash

@@ -1,0 +1,126 @@
+// Frame-major <-> token-major row permutation. A pure row gather: every
+// destination row is one memcpy of its source row, walked in destination
+// order so writes stream while reads hop between the F (or P) interleaved
+// sources; the (f, p) pair is stepped incrementally instead of divided out per
+// row. Work is split into chunks of rows across the thread pool.
+#include "video/permute.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+namespace tilesplash {
+namespace detail {
+namespace {
+
+constexpr std::int64_t kChunkRows = 2048;
+
+[[noreturn]] void fail(const std::string& message) {
+  throw std::invalid_argument("permute: " + message);
+}
+
+std::string str(std::int64_t value) { return std::to_string(value); }
+
+void check(const VideoGeometry& g, const TensorView& src, const MutableTensorView& dst) {
+  g.validate();
+  if (src.data == nullptr) fail("src.data must not be null");
+  if (dst.data == nullptr) fail("dst.data must not be null");
+  if (src.len != g.tokens()) {
+    fail("src.len must equal the geometry's tokens (" + str(g.tokens()) + "), got " + str(src.len));
+  }
+  if (dst.len != src.len)
+    fail("dst.len must equal src.len (" + str(src.len) + "), got " + str(dst.len));
+  if (dst.dtype != src.dtype) {
+    fail("dst.dtype must equal src.dtype (" + std::string(to_string(src.dtype)) + "), got " +
+         std::string(to_string(dst.dtype)));
+  }
+  if (src.heads < 1) fail("src.heads must be >= 1, got " + str(src.heads));
+  if (dst.heads != src.heads) {
+    fail("dst.heads must equal src.heads (" + str(src.heads) + "), got " + str(dst.heads));
+  }
+  if (src.dim < 1) fail("src.dim must be >= 1, got " + str(src.dim));
+  if (dst.dim != src.dim)
+    fail("dst.dim must equal src.dim (" + str(src.dim) + "), got " + str(dst.dim));
+  if (src.row_stride < src.dim) {
+    fail("src.row_stride must be >= dim (" + str(src.dim) + "), got " + str(src.row_stride));
+  }
+  if (dst.row_stride < dst.dim) {
+    fail("dst.row_stride must be >= dim (" + str(dst.dim) + "), got " + str(dst.row_stride));
+  }
+}
+
+}  // namespace
+
+void permute_rows(runtime::ThreadPool& pool, int threads, const VideoGeometry& g, TokenOrder to,
+                  const TensorView& src, const MutableTensorView& dst) {
+  check(g, src, dst);
+  const std::int64_t elem = size_of(src.dtype);
+  const std::size_t row_bytes = static_cast<std::size_t>(src.dim * elem);
+  const std::int64_t n = g.tokens();
+  const std::int64_t chunks = (n + kChunkRows - 1) / kChunkRows;
+  const IndexRange video = g.video_range();
+  const std::int64_t frames = g.frames;
+  const std::int64_t patches = g.tokens_per_frame();
+  // Destination video index t = a * inner + b comes from source index
+  // b * outer + a: token-major t = p * F + f reads f * P + p, and back.
+  const bool to_token = to == TokenOrder::kTokenMajor;
+  const std::int64_t inner = to_token ? frames : patches;
+  const std::int64_t outer = to_token ? patches : frames;
+
+  const int workers = threads > 0 ? threads : runtime::ThreadPool::hardware_threads();
+  pool.run(workers, src.heads * chunks, [&](std::int64_t item, int) {
+    const std::int64_t head = item / chunks;
+    const std::int64_t begin = (item % chunks) * kChunkRows;
+    const std::int64_t end = std::min(n, begin + kChunkRows);
+    const auto* s = static_cast<const unsigned char*>(src.data) + head * src.head_stride * elem;
+    auto* d = static_cast<unsigned char*>(dst.data) + head * dst.head_stride * elem;
+    const auto copy = [&](std::int64_t to_row, std::int64_t from_row) {
+      std::memcpy(d + to_row * dst.row_stride * elem, s + from_row * src.row_stride * elem,
+                  row_bytes);
+    };
+    std::int64_t row = begin;
+    for (; row < std::min(end, video.begin); ++row) copy(row, row);
+    const std::int64_t video_end = std::min(end, video.end);
+    if (row < video_end) {
+      std::int64_t a = (row - video.begin) / inner;
+      std::int64_t b = (row - video.begin) % inner;
+      for (; row < video_end; ++row) {
+        copy(row, video.begin + b * outer + a);
+        if (++b == inner) {
+          b = 0;
+          ++a;
+        }
+      }
+    }
+    for (; row < end; ++row) copy(row, row);
+  });
+}
+
+}  // namespace detail
+
+namespace {
+
+// The free functions share one pool; calls are serialised like attention_forward.
+void permute_shared(const VideoGeometry& g, TokenOrder to, const TensorView& src,
+                    const MutableTensorView& dst, int threads) {
+  static std::mutex mutex;
+  static runtime::ThreadPool pool;
+  std::lock_guard<std::mutex> lock(mutex);
+  detail::permute_rows(pool, threads, g, to, src, dst);
+}
+
+}  // namespace
+
+void permute_to_token_major(const VideoGeometry& geometry, const TensorView& src,
+                            const MutableTensorView& dst, int threads) {
+  permute_shared(geometry, TokenOrder::kTokenMajor, src, dst, threads);
+}
+
+void permute_to_frame_major(const VideoGeometry& geometry, const TensorView& src,
+                            const MutableTensorView& dst, int threads) {
+  permute_shared(geometry, TokenOrder::kFrameMajor, src, dst, threads);
+}
+
+}  // namespace tilesplash

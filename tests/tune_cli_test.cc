@@ -1,0 +1,157 @@
+// End-to-end tests of `tilesplash tune` and `bench --ablation mask`: the
+// output's shape and exit codes, the cache the tune command writes and bench
+// then reads. Each run gets its own XDG_CACHE_HOME; no timing assertions.
+#include <gtest/gtest.h>
+
+#ifdef TILESPLASH_CLI_PATH
+
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+class TuneCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/tilesplash_tune_cli_XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    dir_ = dir;
+  }
+  void TearDown() override {
+    std::error_code ignored;
+    fs::remove_all(dir_, ignored);
+  }
+
+  // Runs the CLI with `args` (already shell-quoted) and XDG_CACHE_HOME in the
+  // test's directory; stdout through the pipe, stderr through a file.
+  RunResult run(const std::string& args) const {
+    const fs::path err_path = dir_ / "stderr.txt";
+    const std::string command = "XDG_CACHE_HOME=" + (dir_ / "cache").string() + " " +
+                                TILESPLASH_CLI_PATH + " " + args + " 2>" + err_path.string();
+    RunResult result;
+    FILE* pipe = popen(command.c_str(), "r");
+    if (pipe == nullptr) return result;
+    std::array<char, 4096> buffer;
+    std::size_t n = 0;
+    while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
+      result.out.append(buffer.data(), n);
+    }
+    const int status = pclose(pipe);
+    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::ifstream err_file(err_path);
+    result.err.assign(std::istreambuf_iterator<char>(err_file), std::istreambuf_iterator<char>());
+    return result;
+  }
+
+  fs::path cache_file() const { return dir_ / "cache" / "tilesplash" / "tuning.json"; }
+
+  fs::path dir_;
+};
+
+constexpr const char* kTuneArgs =
+    "tune --mask 'local:left=100,right=100' --q-len 700 --head-dim 32 --dtype bf16 "
+    "--threads 1 --heads 1 --budget-seconds 0.05 --repeats 1";
+
+TEST_F(TuneCli, JsonListsEveryCandidateAndStoresTheBest) {
+  const RunResult r = run(std::string(kTuneArgs) + " --verify --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto json = nlohmann::json::parse(r.out);
+  const auto& rows = json.at("candidates");
+  ASSERT_GE(rows.size(), 2u);
+  for (const auto& row : rows) {
+    for (const char* key : {"block_q", "block_kv", "full", "partial", "empty", "boundary_pairs",
+                            "ms", "gflops", "sample_fraction"}) {
+      EXPECT_TRUE(row.contains(key)) << key;
+    }
+    EXPECT_GT(row.at("ms").get<double>(), 0.0);
+    EXPECT_GE(row.at("boundary_pairs").get<long>(), 0);
+  }
+  const auto& best = json.at("best");
+  EXPECT_TRUE(best.at("full_ms").is_number());  // --verify
+  EXPECT_TRUE(json.at("least_boundary").at("full_ms").is_number());
+  bool listed = false;
+  for (const auto& row : rows) listed = listed || row == best;
+  EXPECT_TRUE(listed);
+
+  ASSERT_TRUE(fs::exists(cache_file()));
+  const auto cache = nlohmann::json::parse(std::ifstream(cache_file()));
+  const auto& entry = cache.at("entries").at(json.at("cache_key").get<std::string>());
+  EXPECT_EQ(entry.at("block_q"), best.at("block_q"));
+  EXPECT_EQ(entry.at("block_kv"), best.at("block_kv"));
+
+  // bench without block sizes now runs the cached choice.
+  const RunResult b =
+      run("bench --mask 'local:left=100,right=100' --q-len 700 --head-dim 32 --dtype bf16 "
+          "--threads 1 --repeats 1 --json");
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const auto bench = nlohmann::json::parse(b.out);
+  EXPECT_EQ(bench.at("blocks_from"), "cache");
+  EXPECT_EQ(bench.at("block_q"), best.at("block_q"));
+  EXPECT_EQ(bench.at("block_kv"), best.at("block_kv"));
+}
+
+TEST_F(TuneCli, TextMarksFastestAndLeastBoundary) {
+  const RunResult r = run(std::string(kTuneArgs) + " --no-store");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("fastest"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("least-boundary"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("boundary_pairs"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(cache_file()));
+}
+
+TEST_F(TuneCli, BadInputExitsTwo) {
+  for (const char* args : {
+           "tune --head-dim 64 --dtype f32",  // no shape
+           "tune --preset no-such-model --head-dim 64 --dtype f32",
+           "tune --preset wan2.1-14b-720p --mask causal --q-len 10 --head-dim 64 --dtype f32",
+           "tune --mask causal --q-len 100 --head-dim 60 --dtype f32",
+           "tune --mask causal --q-len 100 --head-dim 64 --dtype f32 --budget-seconds 0",
+           "tune --mask causal --q-len 100 --head-dim 64 --dtype f32 --density 0.5",
+           "bench --mask causal --q-len 100 --head-dim 64 --dtype f32 --ablation tiles",
+       }) {
+    const RunResult r = run(args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find("error"), std::string::npos) << args;
+  }
+}
+
+TEST_F(TuneCli, BenchMaskAblationReportsThreeModes) {
+  const RunResult r =
+      run("bench --mask 'local:left=64,right=64|causal:offset=-400' --q-len 512 --head-dim 64 "
+          "--dtype f32 --threads 1 --repeats 1 --block-q 64 --block-kv 64 --ablation mask --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json.at("blocks_from"), "given");
+  for (const char* key : {"tile_seconds", "element_seconds", "bitmask_seconds"}) {
+    EXPECT_GT(json.at(key).get<double>(), 0.0) << key;
+  }
+  EXPECT_DOUBLE_EQ(json.at("seconds").get<double>(), json.at("tile_seconds").get<double>());
+  EXPECT_NEAR(json.at("element_vs_tile").get<double>(),
+              json.at("element_seconds").get<double>() / json.at("tile_seconds").get<double>(),
+              1e-9);
+  EXPECT_GT(json.at("bitmask_vs_tile").get<double>(), 0.0);
+}
+
+}  // namespace
+
+#else
+
+TEST(TuneCli, Skipped) { GTEST_SKIP() << "built without the tilesplash CLI"; }
+
+#endif

@@ -1,0 +1,116 @@
+// The video parts of the command line, run as a user would: `route` on small
+// custom geometries (JSON and table), its errors, and `plan` on a temporal
+// SPEC (the permuted band plan plus the sink segment). No timing assertions.
+#include <gtest/gtest.h>
+
+#ifdef TILESPLASH_CLI_PATH
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Result run(const std::string& args) {
+  const std::string command = std::string(TILESPLASH_CLI_PATH) + " " + args + " 2>&1";
+  Result result;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  std::array<char, 4096> buffer;
+  std::size_t n = 0;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
+    result.out.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+TEST(VideoCli, RouteJsonReportsEveryHead) {
+  const Result r = run(
+      "route --geometry frames=12,height=6,width=6,text=16,text_at=before --head-dim 32 --heads 6 "
+      "--seed 3 --compare-dense --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto json = nlohmann::json::parse(r.out);
+  ASSERT_EQ(json.at("heads").size(), 6u);
+  EXPECT_EQ(json.at("tokens").get<int>(), 448);
+  for (const auto& head : json.at("heads")) {
+    for (const char* key : {"head", "choice", "planted", "mse_spatial", "mse_temporal", "density",
+                            "sparse_ms", "dense_ms", "cosine_vs_dense"}) {
+      EXPECT_TRUE(head.contains(key)) << key;
+    }
+    const std::string planted = head.at("planted");
+    if (planted != "ambiguous") {
+      EXPECT_EQ(head.at("choice").get<std::string>(), planted);
+      EXPECT_GE(head.at("cosine_vs_dense").get<double>(), 0.99);
+    }
+  }
+  for (const char* key : {"routing_share", "permute_share", "speedup", "band", "sparse_ms"}) {
+    EXPECT_TRUE(json.contains(key)) << key;
+  }
+}
+
+TEST(VideoCli, RouteTableAndWarmup) {
+  const Result table = run("route --geometry frames=4,height=4,width=4 --head-dim 16 --heads 2");
+  ASSERT_EQ(table.exit_code, 0) << table.out;
+  for (const char* word : {"planted", "choice", "mse_spatial", "mse_temporal", "density",
+                           "sparse_ms", "routing_share", "permute_share"}) {
+    EXPECT_NE(table.out.find(word), std::string::npos) << word << "\n" << table.out;
+  }
+  const Result warm =
+      run("route --geometry frames=4,height=4,width=4 --head-dim 16 --heads 2 --dense-layers 1 "
+          "--json");
+  ASSERT_EQ(warm.exit_code, 0) << warm.out;
+  const auto json = nlohmann::json::parse(warm.out);
+  EXPECT_TRUE(json.at("warmup_dense").get<bool>());
+  for (const auto& head : json.at("heads")) {
+    EXPECT_EQ(head.at("choice").get<std::string>(), "dense");
+    EXPECT_TRUE(head.at("mse_spatial").is_null());
+  }
+}
+
+TEST(VideoCli, RouteErrorsAreBadInput) {
+  Result r = run("route --preset wan-999p");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("wan2.1-14b-720p"), std::string::npos) << r.out;
+  r = run("route --preset wan2.1-1.3b-480p --geometry frames=2,height=2,width=2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("exactly one of --preset"), std::string::npos) << r.out;
+  r = run("route --geometry frames=2,height=2 --head-dim 16");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("missing 'width'"), std::string::npos) << r.out;
+  r = run("route --help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("tilesplash route --preset"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("hunyuan-720p"), std::string::npos) << r.out;
+}
+
+TEST(VideoCli, PlanOnTemporalSpecShowsThePermutedBand) {
+  const std::string spec =
+      "temporal:frames=6,height=5,width=7,text=13,text_at=after,density=0.3,sink";
+  const Result r = run("plan --mask '" + spec + "' --q-len 223 --block-q 16 --block-kv 64 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json.at("plan_order").get<std::string>(), "token-major");
+  EXPECT_EQ(json.at("plan_mask").get<std::string>().rfind("spatial:", 0), 0u);
+  EXPECT_EQ(json.at("kept_pairs").get<long>() + json.at("sink_kept_pairs").get<long>(),
+            json.at("mask_kept_pairs").get<long>());
+  const Result wrong = run("plan --mask '" + spec + "' --q-len 200");
+  EXPECT_EQ(wrong.exit_code, 2);
+  EXPECT_NE(wrong.out.find("--q-len 223"), std::string::npos) << wrong.out;
+  const Result spatial =
+      run("plan --mask 'spatial:frames=6,height=5,width=7,band=40,sink' --q-len 210 --json");
+  ASSERT_EQ(spatial.exit_code, 0) << spatial.out;
+  EXPECT_FALSE(nlohmann::json::parse(spatial.out).contains("plan_order"));
+}
+
+}  // namespace
+
+#endif  // TILESPLASH_CLI_PATH

@@ -1,0 +1,306 @@
+// `tilesplash attend`: runs block-sparse attention on Q, K, V read from .npy or
+// .safetensors files (e.g. activations dumped from a real model) and writes
+// the output (and optionally the LSE) back in the input's layout, so the
+// kernel can be checked against PyTorch without any glue code. Every head
+// uses one --mask, or --route routes each head as the video front door does.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "commands.h"
+#include "options.h"
+#include "progress.h"
+#include "report.h"
+#include "tilesplash/attention.h"
+#include "tilesplash/mask_spec.h"
+#include "tilesplash/plan.h"
+#include "tilesplash/routing.h"
+#include "tilesplash/tensor_io.h"
+#include "tilesplash/video.h"
+
+namespace tilesplash::cli {
+namespace {
+
+struct AttendOptions {
+  std::string q, k, v, out, lse, report;
+  std::string layout = "hnd";
+  std::string mask;
+  std::string route;
+  double density = 0.25;
+  double scale = 0.0;  // 0: default 1/sqrt(d)
+  std::int64_t block_q = 128;
+  std::int64_t block_kv = 128;
+  std::int64_t threads = 0;
+  std::string out_dtype;  // empty: the input's
+  bool json = false;
+  bool quiet = false;
+};
+
+// Where an output goes: a .npy path, or a .safetensors path and tensor name.
+struct OutputSpec {
+  std::string path;
+  std::optional<std::string> tensor;  // set for .safetensors
+};
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+OutputSpec parse_output(const std::string& spec, const std::string& option,
+                        const std::string& default_name) {
+  if (ends_with(spec, ".npy")) return {spec, std::nullopt};
+  const std::string ext = ".safetensors";
+  const std::size_t at = spec.rfind(ext);
+  if (at != std::string::npos && at > 0) {
+    const std::string rest = spec.substr(at + ext.size());
+    if (rest.empty()) return {spec, default_name};
+    if (rest.size() > 1 && rest[0] == ':') return {spec.substr(0, at + ext.size()), rest.substr(1)};
+  }
+  throw std::invalid_argument(fmt::format(
+      "{}: expected path.npy, path.safetensors or path.safetensors:name, got '{}'", option, spec));
+}
+
+void write_output(const OutputSpec& spec, Tensor tensor) {
+  if (!spec.tensor) {
+    write_npy(spec.path, tensor);
+  } else {
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    tensors.emplace_back(*spec.tensor, std::move(tensor));
+    write_safetensors(spec.path, tensors);
+  }
+}
+
+// A preset name, or a GEOM string (anything with '=').
+VideoGeometry route_geometry(const std::string& text) {
+  if (text.find('=') != std::string::npos) return parse_video_geometry(text);
+  return video_preset(text).geometry;
+}
+
+// One [1, len, dim] head of a [heads, len, dim] view.
+template <typename View>
+View head_of(View view, std::int64_t h, std::int64_t elem_size) {
+  using Byte = std::conditional_t<std::is_const_v<std::remove_pointer_t<decltype(view.data)>>,
+                                  const std::byte, std::byte>;
+  view.data = static_cast<Byte*>(view.data) + h * view.head_stride * elem_size;
+  view.heads = 1;
+  return view;
+}
+
+nlohmann::ordered_json number_or_null(double value) {
+  return std::isfinite(value) ? nlohmann::ordered_json(value) : nlohmann::ordered_json(nullptr);
+}
+
+void run_attend(const AttendOptions& options) {
+  using Clock = std::chrono::steady_clock;
+  const Layout layout = *parse_layout(options.layout);
+  const OutputSpec out_spec = parse_output(options.out, "--out", "out");
+  const std::optional<OutputSpec> lse_spec =
+      options.lse.empty() ? std::nullopt
+                          : std::optional<OutputSpec>(parse_output(options.lse, "--lse", "lse"));
+  // Everything that can be checked is checked before any work starts.
+  std::optional<Mask> mask;
+  std::optional<VideoGeometry> geometry;
+  if (!options.route.empty()) {
+    geometry = route_geometry(options.route);
+    geometry->validate();
+  } else {
+    mask = parse_mask_spec(options.mask.empty() ? "dense" : options.mask);
+  }
+
+  const Tensor q = read_tensor(options.q);
+  const Tensor k = read_tensor(options.k);
+  const Tensor v = read_tensor(options.v);
+  check_qkv(q, k, v, layout, {options.q, options.k, options.v});
+  const LayoutDims qd = layout_dims(q, layout, options.q);
+  const LayoutDims kd = layout_dims(k, layout, options.k);
+  const LayoutDims vd = layout_dims(v, layout, options.v);
+  if (geometry && (qd.len != geometry->tokens() || kd.len != geometry->tokens())) {
+    throw InputError(fmt::format("{}: --route {} needs {} tokens per head, the file has {}",
+                                 options.q, geometry->to_string(), geometry->tokens(), qd.len));
+  }
+  const DType out_dtype = options.out_dtype.empty() ? q.dtype : *parse_dtype(options.out_dtype);
+  Tensor out = Tensor::zeros(out_dtype, layout_shape(layout, {qd.batch, qd.heads, qd.len, vd.dim}));
+  std::vector<std::int64_t> lse_shape = {qd.heads, qd.len};
+  if (layout != Layout::kHND) lse_shape.insert(lse_shape.begin(), qd.batch);
+  Tensor lse = Tensor::zeros(DType::kF32, lse_shape);
+  float* lse_data = reinterpret_cast<float*>(lse.data.data());
+
+  const BlockSizes blocks{options.block_q, options.block_kv};
+  AttentionOptions attention_options;
+  if (options.scale > 0.0) attention_options.scale = static_cast<float>(options.scale);
+  attention_options.threads = static_cast<int>(options.threads);
+
+  nlohmann::ordered_json record;
+  record["q"] = options.q;
+  record["q_shape"] = shape_to_string(q.shape);
+  record["k_shape"] = shape_to_string(k.shape);
+  record["v_shape"] = shape_to_string(v.shape);
+  record["layout"] = options.layout;
+  record["dtype"] = std::string(to_string(q.dtype));
+  record["out"] = options.out;
+  record["out_dtype"] = std::string(to_string(out_dtype));
+  record["batch"] = qd.batch;
+  record["heads"] = qd.heads;
+  record["q_len"] = qd.len;
+  record["kv_len"] = kd.len;
+  record["block_q"] = options.block_q;
+  record["block_kv"] = options.block_kv;
+  record["isa"] = active_isa();
+
+  const auto start = Clock::now();
+  Progress progress("attend", qd.batch * qd.heads, progress_wanted(options.quiet));
+  auto head_rows = nlohmann::ordered_json::array();
+  if (mask) {
+    const TilePlan plan = TilePlan::build(*mask, qd.len, kd.len, blocks);
+    record["mask"] = mask->to_string();
+    record["density"] = plan.stats().density;
+    record["plan_seconds"] = plan.stats().build_seconds;
+    AttentionRunner runner;
+    for (std::int64_t b = 0; b < qd.batch; ++b) {
+      const TensorView qb = batch_view(q, layout, b, options.q);
+      const TensorView kb = batch_view(k, layout, b, options.k);
+      const TensorView vb = batch_view(v, layout, b, options.v);
+      const MutableTensorView ob = mutable_batch_view(out, layout, b, options.out);
+      for (std::int64_t h = 0; h < qd.heads; ++h) {
+        progress.set_detail(fmt::format("batch {} head {}", b, h));
+        AttentionArgs args{head_of(qb, h, size_of(q.dtype)), head_of(kb, h, size_of(k.dtype)),
+                           head_of(vb, h, size_of(v.dtype)), head_of(ob, h, size_of(out_dtype)),
+                           lse_data + (b * qd.heads + h) * qd.len};
+        runner.forward(plan, args, attention_options);
+        progress.advance();
+      }
+    }
+  } else {
+    VideoAttentionOptions video_options;
+    video_options.density = options.density;
+    video_options.blocks = blocks;
+    video_options.threads = static_cast<int>(options.threads);
+    video_options.scale = attention_options.scale;
+    VideoAttention attention(*geometry, video_options);
+    record["route"] = geometry->to_string();
+    record["band"] = attention.band();
+    double kept = 0.0;
+    for (std::int64_t b = 0; b < qd.batch; ++b) {
+      progress.set_detail(fmt::format("batch {}", b));
+      AttentionArgs args{batch_view(q, layout, b, options.q), batch_view(k, layout, b, options.k),
+                         batch_view(v, layout, b, options.v),
+                         mutable_batch_view(out, layout, b, options.out),
+                         lse_data + b * qd.heads * qd.len};
+      const LayerReport report = attention.forward(args);
+      for (const HeadReport& head : report.heads) {
+        nlohmann::ordered_json row;
+        row["batch"] = b;
+        row["head"] = head.head;
+        row["choice"] = std::string(to_string(head.choice));
+        row["mse_spatial"] = number_or_null(head.mse_spatial);
+        row["mse_temporal"] = number_or_null(head.mse_temporal);
+        row["density"] = head.density;
+        row["ms"] = head.seconds * 1e3;
+        kept += head.density;
+        head_rows.push_back(std::move(row));
+      }
+      progress.advance(qd.heads);
+    }
+    record["density"] = kept / static_cast<double>(qd.batch * qd.heads);
+  }
+  progress.finish();
+  record["seconds"] = std::chrono::duration<double>(Clock::now() - start).count();
+
+  write_output(out_spec, std::move(out));
+  if (lse_spec) write_output(*lse_spec, std::move(lse));
+  if (!options.report.empty()) {
+    nlohmann::ordered_json report = record;
+    report["heads_table"] = head_rows;
+    std::ofstream file(options.report);
+    file << report.dump(2) << '\n';
+    if (!file) throw std::runtime_error(fmt::format("{}: cannot write the report", options.report));
+  }
+  if (options.quiet) return;
+  if (options.json) {
+    if (!head_rows.empty()) record["heads_table"] = std::move(head_rows);
+    print_json(record, std::cout);
+    return;
+  }
+  print_table(record, std::cout);
+}
+
+}  // namespace
+
+Command add_attend_command(CLI::App& parent) {
+  auto options = std::make_shared<AttendOptions>();
+  CLI::App* app = parent.add_subcommand(
+      "attend", "Run sparse attention on Q, K, V from .npy / .safetensors files");
+  app->footer(
+      "FILE is path.npy or path.safetensors[:tensor_name]. The output has the input's\n"
+      "layout and dtype (--out-dtype f32 to override); --lse writes the log-sum-exp\n"
+      "per row as f32 [heads, N] (hnd) or [batch, heads, N]. Without --mask or --route\n"
+      "attention is dense. Malformed files exit with status 2 and nothing is written.\n\n"
+      "Examples:\n"
+      "  tilesplash attend --q q.npy --k k.npy --v v.npy --out o.npy --mask causal\n"
+      "  tilesplash attend --q qkv.safetensors:q --k qkv.safetensors:k --v qkv.safetensors:v \\\n"
+      "      --layout bhnd --out o.safetensors:o --route wan2.1-1.3b-480p --report heads.json\n"
+      "  tilesplash attend --q q.npy --k k.npy --v v.npy --out o.npy \\\n"
+      "      --route frames=4,height=8,width=8 --density 0.3 --out-dtype f32");
+  app->add_option("--q", options->q, "Queries")->required()->type_name("FILE");
+  app->add_option("--k", options->k, "Keys")->required()->type_name("FILE");
+  app->add_option("--v", options->v, "Values")->required()->type_name("FILE");
+  app->add_option("--out", options->out,
+                  "Output file (.npy or .safetensors[:name], default name "
+                  "'out')")
+      ->required()
+      ->type_name("FILE");
+  app->add_option("--lse", options->lse, "Also write the log-sum-exp (f32)")->type_name("FILE");
+  app->add_option("--layout", options->layout, "hnd [H,N,d], bhnd [B,H,N,d] or bnhd [B,N,H,d]")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"hnd", "bhnd", "bnhd"}));
+  CLI::Option* mask = app->add_option("--mask", options->mask,
+                                      "Mask SPEC every head uses (see `tilesplash plan --help`)")
+                          ->type_name("SPEC")
+                          ->check(mask_spec());
+  CLI::Option* route =
+      app->add_option("--route", options->route,
+                      "Route each head spatial/temporal on this video shape: a preset name or\n"
+                      "frames=F,height=h,width=w[,text=T,text_at=before|after]")
+          ->type_name("GEOMETRY_OR_PRESET")
+          ->excludes(mask);
+  app->add_option("--density", options->density, "With --route: target mask density, in (0, 1]")
+      ->capture_default_str()
+      ->type_name("S")
+      ->check(CLI::Range(1e-9, 1.0))
+      ->needs(route);
+  app->add_option("--scale", options->scale, "Softmax scale (default 1/sqrt(d))")
+      ->type_name("X")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--block-q", options->block_q, "Query rows per tile: 1 to 4096")
+      ->type_name("BQ")
+      ->capture_default_str()
+      ->transform(integer_in(1, 4096));
+  app->add_option("--block-kv", options->block_kv, "Keys per tile: a multiple of 64 up to 1024")
+      ->type_name("BK")
+      ->capture_default_str()
+      ->transform(integer_in(64, 1024, 64));
+  app->add_option("--threads", options->threads, "Worker threads (default: all hardware threads)")
+      ->type_name("T")
+      ->transform(integer_in(1, 4096));
+  app->add_option("--out-dtype", options->out_dtype, "Output dtype (default: the input's)")
+      ->type_name("DTYPE")
+      ->check(dtype_name());
+  app->add_option("--report", options->report, "Write a JSON report (per-head table with --route)")
+      ->type_name("FILE.json");
+  app->add_flag("--json", options->json, "Print one JSON object instead of a table");
+  app->add_flag("--quiet", options->quiet, "No progress bar and no summary");
+  return {app, [options] { run_attend(*options); }};
+}
+
+}  // namespace tilesplash::cli

@@ -1,0 +1,307 @@
+// `tilesplash bench`: times the attention kernel on one mask and shape with
+// random data and reports work-normalised numbers -- GFLOP/s on the kept pairs
+// against the machine's FMA peak measured in this process, and optionally the
+// ratio against dense attention on the same data -- never a bare time alone.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "commands.h"
+#include "options.h"
+#include "random_tensor.h"
+#include "report.h"
+#include "tilesplash/attention.h"
+#include "tilesplash/mask.h"
+#include "tilesplash/mask_spec.h"
+#include "tilesplash/peak.h"
+#include "tilesplash/plan.h"
+#include "tilesplash/tensor.h"
+#include "tilesplash/tuning.h"
+
+namespace tilesplash::cli {
+namespace {
+
+struct BenchOptions {
+  std::string mask;
+  std::int64_t q_len = 0;
+  std::int64_t kv_len = 0;  // 0: same as q_len
+  std::int64_t head_dim = 0;
+  std::string dtype;
+  std::int64_t heads = 1;
+  std::int64_t threads = 0;  // 0: all hardware threads
+  std::int64_t block_q = 0;  // 0: the tuned choice (cache), else a heuristic
+  std::int64_t block_kv = 0;
+  std::string mask_mode = "tile";
+  std::string ablation;  // "mask": time tile, element and bitmask modes
+  bool compare_dense = false;
+  std::int64_t repeats = 5;
+  std::uint64_t seed = 0;
+  bool json = false;
+};
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t mid = values.size() / 2;
+  return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
+}
+
+// The first call grows the runner's workspaces and checks the data for
+// NaN/Inf once; the timed calls skip that check, since the data is known
+// finite and the check is not attention work.
+double median_seconds(AttentionRunner& runner, const TilePlan& plan, const AttentionArgs& args,
+                      AttentionOptions options, std::int64_t repeats) {
+  runner.forward(plan, args, options);
+  options.check_finite = false;
+  std::vector<double> seconds;
+  for (std::int64_t r = 0; r < repeats; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    runner.forward(plan, args, options);
+    seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return std::max(median(std::move(seconds)), 1e-12);
+}
+
+// Refuses shapes whose tensors cannot fit in memory, as bad input rather than
+// an allocation failure halfway through generating data.
+void check_fits_in_memory(const BenchOptions& options, std::int64_t kv_len, DType dtype) {
+  const double elements_in = static_cast<double>(options.heads) * options.head_dim *
+                             (static_cast<double>(options.q_len) + 2.0 * kv_len);
+  const double elements_out =
+      static_cast<double>(options.heads) * options.head_dim * static_cast<double>(options.q_len);
+  const double need = elements_in * static_cast<double>(size_of(dtype)) + elements_out * 4.0;
+  const double have = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  if (have > 0 && need > have) {
+    throw std::invalid_argument(fmt::format(
+        "--q-len/--kv-len/--heads/--head-dim: Q, K, V and the output need {:.1f} GiB, more "
+        "than this machine's {:.1f} GiB",
+        need / (1 << 30), have / (1 << 30)));
+  }
+}
+
+// The article's tile-aware masking lesson on this machine: the same plan, data
+// and runner in the three mask modes (MaskMode order: tile, element, bitmask),
+// interleaved run by run so that load from other processes hits all three
+// alike. Returns the median seconds of each.
+std::array<double, 3> time_mask_modes(AttentionRunner& runner, const TilePlan& plan,
+                                      const AttentionArgs& args, AttentionOptions options,
+                                      std::int64_t repeats) {
+  constexpr MaskMode kModes[] = {MaskMode::kTile, MaskMode::kElement, MaskMode::kBitmask};
+  static_assert(static_cast<int>(MaskMode::kElement) == 1 &&
+                static_cast<int>(MaskMode::kBitmask) == 2);
+  for (const MaskMode mode : kModes) {
+    options.mask_mode = mode;
+    runner.forward(plan, args, options);  // warm-up
+  }
+  options.check_finite = false;
+  std::vector<double> seconds[3];
+  for (std::int64_t r = 0; r < repeats; ++r) {
+    for (int m = 0; m < 3; ++m) {
+      options.mask_mode = kModes[m];
+      const auto start = std::chrono::steady_clock::now();
+      runner.forward(plan, args, options);
+      seconds[m].push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+  }
+  std::array<double, 3> medians{};
+  for (int m = 0; m < 3; ++m) medians[m] = std::max(median(std::move(seconds[m])), 1e-12);
+  return medians;
+}
+
+void run_bench(const BenchOptions& options) {
+  const std::int64_t kv_len = options.kv_len > 0 ? options.kv_len : options.q_len;
+  const DType dtype = *parse_dtype(options.dtype);
+  const int threads = options.threads > 0
+                          ? static_cast<int>(options.threads)
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  check_fits_in_memory(options, kv_len, dtype);
+
+  const Mask mask = parse_mask_spec(options.mask);
+  std::string block_source = "given";
+  BlockSizes blocks{options.block_q, options.block_kv};
+  if (blocks.block_q == 0 || blocks.block_kv == 0) {
+    const BlockChoice choice =
+        choose_blocks(mask, options.q_len, kv_len, options.head_dim, dtype, threads);
+    if (blocks.block_q == 0) blocks.block_q = choice.blocks.block_q;
+    if (blocks.block_kv == 0) blocks.block_kv = choice.blocks.block_kv;
+    block_source = std::string(options.block_q != 0 || options.block_kv != 0 ? "given+" : "") +
+                   (choice.from_cache ? "cache" : "heuristic");
+  }
+  const TilePlan plan = TilePlan::build(mask, options.q_len, kv_len, blocks);
+
+  std::mt19937_64 rng(options.seed);
+  const std::int64_t d = options.head_dim;
+  const RandomTensor q(dtype, options.heads, options.q_len, d, rng);
+  const RandomTensor k(dtype, options.heads, kv_len, d, rng);
+  const RandomTensor v(dtype, options.heads, kv_len, d, rng);
+  std::vector<float> out(static_cast<std::size_t>(options.heads * options.q_len * d));
+  const AttentionArgs args{
+      q.view(), k.view(), v.view(),
+      MutableTensorView::contiguous(out.data(), DType::kF32, options.heads, options.q_len, d)};
+
+  AttentionOptions attention;
+  attention.mask_mode = *parse_mask_mode(options.mask_mode);
+  attention.threads = threads;
+
+  AttentionRunner runner;
+  std::optional<std::array<double, 3>> modes;
+  if (options.ablation == "mask") {
+    modes = time_mask_modes(runner, plan, args, attention, options.repeats);
+  }
+  const double seconds = modes ? (*modes)[static_cast<std::size_t>(attention.mask_mode)]
+                               : median_seconds(runner, plan, args, attention, options.repeats);
+  const double peak = measure_peak_gflops(dtype, threads);
+  const PlanStats& stats = plan.stats();
+  const double flops_per_pair = 4.0 * static_cast<double>(d) * static_cast<double>(options.heads);
+  const double gflops = flops_per_pair * static_cast<double>(stats.kept_pairs) / seconds * 1e-9;
+
+  nlohmann::ordered_json record;
+  record["mask"] = mask.to_string();
+  record["q_len"] = options.q_len;
+  record["kv_len"] = kv_len;
+  record["heads"] = options.heads;
+  record["head_dim"] = d;
+  record["dtype"] = std::string(to_string(dtype));
+  record["block_q"] = blocks.block_q;
+  record["block_kv"] = blocks.block_kv;
+  record["blocks_from"] = block_source;
+  record["mask_mode"] = std::string(to_string(attention.mask_mode));
+  record["threads"] = threads;
+  record["isa"] = active_isa();
+  record["repeats"] = options.repeats;
+  record["kept_pairs"] = stats.kept_pairs;
+  record["density"] = stats.density;
+  record["seconds"] = seconds;
+  record["gflops"] = gflops;
+  record["peak_gflops"] = peak;
+  record["efficiency"] = peak > 0.0 ? gflops / peak : 0.0;
+
+  if (modes) {
+    record["tile_seconds"] = (*modes)[0];
+    record["element_seconds"] = (*modes)[1];
+    record["bitmask_seconds"] = (*modes)[2];
+    record["element_vs_tile"] = (*modes)[1] / (*modes)[0];
+    record["bitmask_vs_tile"] = (*modes)[2] / (*modes)[0];
+  }
+
+  if (options.compare_dense) {
+    // The dense baseline runs in tile mode: all of its tiles are full, so it
+    // is the mask-free ideal that a sparse run should scale down from.
+    const TilePlan dense = TilePlan::build(Mask::dense(), options.q_len, kv_len, blocks);
+    AttentionOptions dense_attention = attention;
+    dense_attention.mask_mode = MaskMode::kTile;
+    const double dense_seconds =
+        median_seconds(runner, dense, args, dense_attention, options.repeats);
+    const double dense_pairs = static_cast<double>(options.q_len) * static_cast<double>(kv_len);
+    record["dense_seconds"] = dense_seconds;
+    record["dense_gflops"] = flops_per_pair * dense_pairs / dense_seconds * 1e-9;
+    record["speedup_vs_dense"] = dense_seconds / seconds;
+    // Null rather than infinity when nothing is kept: JSON has no infinity.
+    record["sparse_vs_ideal"] =
+        stats.density > 0.0 ? nlohmann::ordered_json(seconds / (dense_seconds * stats.density))
+                            : nlohmann::ordered_json(nullptr);
+  }
+
+  if (options.json) {
+    print_json(record, std::cout);
+  } else {
+    print_table(record, std::cout);
+  }
+}
+
+}  // namespace
+
+Command add_bench_command(CLI::App& parent) {
+  auto options = std::make_shared<BenchOptions>();
+  CLI::App* app = parent.add_subcommand(
+      "bench", "Time the attention kernel on random data against the measured FMA peak");
+  app->footer(
+      "Reports the median of --repeats runs after one warm-up run: gflops counts 4 * head_dim\n"
+      "flops per kept pair per head, efficiency is gflops / peak_gflops (the multiply-add\n"
+      "peak measured in this process), sparse_vs_ideal is seconds / (dense_seconds * density).\n"
+      "TILESPLASH_ISA=<name> in the environment forces a SIMD target.\n\n"
+      "Examples:\n"
+      "  tilesplash bench --mask causal --q-len 4096 --head-dim 128 --dtype f32\n"
+      "  tilesplash bench --mask 'local:left=2048,right=2048' --q-len 16384 --head-dim 128 \\\n"
+      "      --dtype bf16 --heads 2 --compare-dense --json\n"
+      "  tilesplash bench --mask 'local:left=512,right=512' --q-len 16384 --head-dim 64 \\\n"
+      "      --dtype bf16 --ablation mask");
+
+  app->add_option("--mask", options->mask,
+                  "Mask SPEC (see `tilesplash plan --help`), e.g. causal or\n"
+                  "'local:left=256,right=256'")
+      ->required()
+      ->type_name("SPEC")
+      ->check(mask_spec());
+  app->add_option("--q-len", options->q_len, "Query sequence length")
+      ->required()
+      ->type_name("N")
+      ->transform(integer_in(1, kMaxLength));
+  app->add_option("--kv-len", options->kv_len, "Key/value sequence length (default: --q-len)")
+      ->type_name("M")
+      ->transform(integer_in(1, kMaxLength));
+  app->add_option("--head-dim", options->head_dim, "Head dimension: a multiple of 8 up to 256")
+      ->required()
+      ->type_name("D")
+      ->transform(integer_in(8, 256, 8));
+  app->add_option("--dtype", options->dtype, "Input dtype: f32, bf16 or f16")
+      ->required()
+      ->type_name("DTYPE")
+      ->check(dtype_name());
+  app->add_option("--heads", options->heads, "Attention heads")
+      ->type_name("H")
+      ->capture_default_str()
+      ->transform(integer_in(1, 65536));
+  app->add_option("--threads", options->threads, "Worker threads (default: all hardware threads)")
+      ->type_name("T")
+      ->transform(integer_in(1, 4096));
+  app->add_option("--block-q", options->block_q,
+                  "Query rows per tile: 1 to 4096 (default: the `tilesplash tune` choice\n"
+                  "cached for this shape, else a heuristic)")
+      ->type_name("BQ")
+      ->transform(integer_in(1, 4096));
+  app->add_option("--block-kv", options->block_kv,
+                  "Keys per tile: a multiple of 64 up to 1024 (default: as --block-q)")
+      ->type_name("BK")
+      ->transform(integer_in(64, 1024, 64));
+  app->add_option("--mask-mode", options->mask_mode,
+                  "tile (full tiles mask-free), element (mask predicate on every\n"
+                  "pair) or bitmask (every visited tile bitmasked)")
+      ->type_name("MODE")
+      ->capture_default_str()
+      ->check(mask_mode_name());
+  app->add_option("--ablation", options->ablation,
+                  "mask: time the plan in all three mask modes (tile, element, bitmask),\n"
+                  "interleaved, and report each and its ratio to tile")
+      ->type_name("WHAT")
+      ->check(CLI::IsMember({"mask"}));
+  app->add_flag("--compare-dense", options->compare_dense,
+                "Also time the dense mask on the same data and blocks");
+  app->add_option("--repeats", options->repeats, "Timed runs; the median is reported")
+      ->type_name("R")
+      ->capture_default_str()
+      ->transform(integer_in(1, 100000));
+  app->add_option("--seed", options->seed, "Seed of the random Q, K, V")
+      ->type_name("S")
+      ->capture_default_str()
+      ->transform(integer_in(0, std::numeric_limits<std::int64_t>::max()));
+  app->add_flag("--json", options->json, "Print one JSON object instead of a table");
+
+  return {app, [options] { run_bench(*options); }};
+}
+
+}  // namespace tilesplash::cli

@@ -1,0 +1,84 @@
+// The tilesplash command line. Exit codes: 0 success, 2 bad input (a CLI11
+// parse error or std::invalid_argument from the library or a subcommand), 1
+// anything else. Errors are one line on stderr: "tilesplash: error: ...".
+#include <CLI/CLI.hpp>
+#include <exception>
+#include <iostream>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "commands.h"
+#include "tilesplash/version.h"
+
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitInternal = 1;
+constexpr int kExitBadInput = 2;
+
+constexpr const char* kDescription =
+    "tilesplash: tile-aware sparse attention on the CPU.\n"
+    "Plans which tiles of the attention map a mask keeps (empty tiles skipped, full\n"
+    "tiles mask-free, partial tiles bitmasked) and benchmarks the kernel on them.\n";
+
+constexpr const char* kExamples =
+    "Start here: `tilesplash demo` routes and runs a few heads of Wan 2.1 1.3B (480p)\n"
+    "sparse and dense, and shows the speed-up and how close sparse comes to dense.\n"
+    "\n"
+    "Examples:\n"
+    "  tilesplash demo\n"
+    "  tilesplash attend --q q.npy --k k.npy --v v.npy --out o.npy --mask causal\n"
+    "  tilesplash plan --mask causal --q-len 64 --block-q 16 --block-kv 16 --kinds\n"
+    "  tilesplash plan --mask 'local:left=4096,right=4096' --q-len 32760 --json\n"
+    "  tilesplash bench --mask causal --q-len 4096 --head-dim 128 --dtype bf16 --compare-dense\n"
+    "  tilesplash tune --preset wan2.1-14b-720p --density 0.25 --head-dim 128 --dtype bf16\n"
+    "\n"
+    "Run `tilesplash <command> --help` for a command's options.";
+
+int fail(int code, std::string_view message) {
+  std::cerr << "tilesplash: error: " << message << '\n';
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{kDescription, "tilesplash"};
+  app.set_version_flag("--version", tilesplash::kVersion);
+  app.require_subcommand(0, 1);
+  const tilesplash::cli::Command commands[] = {
+      tilesplash::cli::add_plan_command(app),   tilesplash::cli::add_bench_command(app),
+      tilesplash::cli::add_route_command(app),  tilesplash::cli::add_tune_command(app),
+      tilesplash::cli::add_attend_command(app), tilesplash::cli::add_demo_command(app),
+  };
+  // Set after the subcommands: CLI11 copies the parent's footer into each new one.
+  app.footer(kExamples);
+
+  if (argc <= 1) {
+    std::cout << app.help();
+    return kExitOk;
+  }
+  try {
+    app.parse(argc, argv);
+    for (const auto& command : commands) {
+      if (command.app->parsed()) {
+        command.run();
+        return kExitOk;
+      }
+    }
+    return fail(kExitBadInput,
+                "expected a command, e.g. demo, attend or plan (see tilesplash --help)");
+  } catch (const CLI::ParseError& e) {
+    // --help and --version arrive as "errors" whose exit code is success.
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    return fail(kExitBadInput, e.what());
+  } catch (const std::invalid_argument& e) {
+    return fail(kExitBadInput, e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(kExitInternal, "out of memory");
+  } catch (const std::exception& e) {
+    return fail(kExitInternal, std::string("internal error: ") + e.what());
+  }
+}

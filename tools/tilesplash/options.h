@@ -1,0 +1,25 @@
+// Option validators shared by the subcommands. They run while CLI11 parses,
+// so a bad value is reported as "--option: expected ..., got '...'" before
+// any work starts.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <limits>
+
+namespace tilesplash::cli {
+
+// Largest sequence length accepted: the plan stores kv-block indices in 32 bits.
+inline constexpr std::int64_t kMaxLength = std::numeric_limits<std::int32_t>::max();
+
+// A decimal integer in [lo, hi] that is a multiple of `multiple`. Rewrites the
+// text to canonical decimal so that CLI11's own conversion (strtoll base 0,
+// which reads "010" as octal) sees exactly what was checked.
+CLI::Validator integer_in(std::int64_t lo, std::int64_t hi, std::int64_t multiple = 1);
+
+// Mask SPEC, dtype name and mask-mode name, checked with the library's parsers.
+CLI::Validator mask_spec();
+CLI::Validator dtype_name();
+CLI::Validator mask_mode_name();
+
+}  // namespace tilesplash::cli

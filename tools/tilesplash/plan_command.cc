@@ -1,0 +1,174 @@
+// `tilesplash plan`: builds the tile plan of a mask over a shape and reports
+// how many tiles the kernel would visit, with what mask work, at what cost to
+// build; optionally the whole grid of tile kinds.
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "options.h"
+#include "report.h"
+#include "tile_png.h"
+#include "tilesplash/mask.h"
+#include "tilesplash/mask_spec.h"
+#include "tilesplash/plan.h"
+#include "tilesplash/video.h"
+#include "video_plan.h"
+
+namespace tilesplash::cli {
+namespace {
+
+// --kinds prints one letter per tile; beyond this many blocks per side the
+// grid is no longer something to read, and it grows quadratically.
+constexpr std::int64_t kMaxKindsBlocks = 4096;
+
+struct PlanOptions {
+  std::string mask;
+  std::int64_t q_len = 0;
+  std::int64_t kv_len = 0;  // 0: same as q_len
+  std::int64_t block_q = 128;
+  std::int64_t block_kv = 128;
+  bool json = false;
+  bool kinds = false;
+  std::string png;  // --png FILE: picture of the tile map
+};
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+nlohmann::ordered_json kinds_grid(const TilePlan& plan) {
+  auto grid = nlohmann::ordered_json::array();
+  for (std::int64_t qb = 0; qb < plan.num_q_blocks(); ++qb) {
+    auto row = nlohmann::ordered_json::array();
+    for (std::int64_t kb = 0; kb < plan.num_kv_blocks(); ++kb) {
+      row.push_back(std::string(1, to_char(plan.kind(qb, kb))));
+    }
+    grid.push_back(std::move(row));
+  }
+  return grid;
+}
+
+void print_kinds_text(const TilePlan& plan, std::ostream& out) {
+  out << "kinds (rows: q blocks, columns: kv blocks; E empty, P partial, F full):\n";
+  std::string row;
+  for (std::int64_t qb = 0; qb < plan.num_q_blocks(); ++qb) {
+    row.clear();
+    for (std::int64_t kb = 0; kb < plan.num_kv_blocks(); ++kb) {
+      row.push_back(to_char(plan.kind(qb, kb)));
+    }
+    out << row << '\n';
+  }
+}
+
+void run_plan(const PlanOptions& options) {
+  const std::int64_t kv_len = options.kv_len > 0 ? options.kv_len : options.q_len;
+  if (options.kinds) {
+    const std::int64_t q_blocks = ceil_div(options.q_len, options.block_q);
+    const std::int64_t kv_blocks = ceil_div(kv_len, options.block_kv);
+    if (q_blocks > kMaxKindsBlocks || kv_blocks > kMaxKindsBlocks) {
+      throw std::invalid_argument(
+          fmt::format("--kinds: the tile grid is {} x {} blocks; --kinds prints at most {} x {} "
+                      "(use larger --block-q / --block-kv)",
+                      q_blocks, kv_blocks, kMaxKindsBlocks, kMaxKindsBlocks));
+    }
+  }
+
+  const Mask mask = parse_mask_spec(options.mask);
+  const BlockSizes blocks{options.block_q, options.block_kv};
+  auto video_fields = nlohmann::ordered_json::object();  // temporal: plans its token-major band
+  const TilePlan plan =
+      TilePlan::build(plan_mask_for(mask, options.q_len, kv_len, blocks, video_fields),
+                      options.q_len, kv_len, blocks);
+  const PlanStats& stats = plan.stats();
+
+  nlohmann::ordered_json record;
+  record["mask"] = mask.to_string();
+  record["q_len"] = options.q_len;
+  record["kv_len"] = kv_len;
+  record["block_q"] = options.block_q;
+  record["block_kv"] = options.block_kv;
+  record["q_blocks"] = plan.num_q_blocks();
+  record["kv_blocks"] = plan.num_kv_blocks();
+  record["full"] = stats.full;
+  record["partial"] = stats.partial;
+  record["empty"] = stats.empty;
+  record["distinct_partial"] = stats.distinct_partial;
+  record["kept_pairs"] = stats.kept_pairs;
+  record["density"] = stats.density;
+  record["plan_bytes"] = stats.plan_bytes;
+  record["build_seconds"] = stats.build_seconds;
+  record.update(video_fields);
+  if (!options.png.empty()) {
+    // Frame ticks only where the plan is in frame-major order (not a temporal band).
+    const std::optional<VideoMaskInfo> info = video_mask_info(mask);
+    TileMapOptions png_options;
+    if (info && info->kind == VideoMaskKind::kSpatial) png_options.geometry = info->geometry;
+    write_png(options.png, render_tile_map(plan, png_options));
+    record["png"] = options.png;
+  }
+
+  if (options.json) {
+    if (options.kinds) record["kinds"] = kinds_grid(plan);
+    print_json(record, std::cout);
+    return;
+  }
+  print_table(record, std::cout);
+  if (options.kinds) {
+    std::cout << '\n';
+    print_kinds_text(plan, std::cout);
+  }
+}
+
+}  // namespace
+
+Command add_plan_command(CLI::App& parent) {
+  auto options = std::make_shared<PlanOptions>();
+  CLI::App* app = parent.add_subcommand(
+      "plan", "Build the tile plan of a mask and report its tile counts and cost");
+  app->footer(
+      "Tiles are empty (skipped), full (mask-free fast path) or partial (bitmasked);\n"
+      "identical partial tiles are stored once (distinct_partial).\n\n"
+      "Examples:\n"
+      "  tilesplash plan --mask causal --q-len 64 --block-q 16 --block-kv 16 --kinds\n"
+      "  tilesplash plan --mask 'local:left=4096,right=4096' --q-len 32760 --json\n"
+      "  tilesplash plan --mask 'causal|random:density=0.1,seed=1' --q-len 4096 --kv-len 8192\n"
+      "  tilesplash plan --mask causal --q-len 4096 --png causal.png");
+
+  app->add_option("--mask", options->mask,
+                  "Mask SPEC: dense | causal[:offset=K] | local:left=L,right=R[,offset=K] |\n"
+                  "chunked:size=C | random:density=D,seed=S, joined with | (or) and & (and)")
+      ->required()
+      ->type_name("SPEC")
+      ->check(mask_spec());
+  app->add_option("--q-len", options->q_len, "Query sequence length")
+      ->required()
+      ->type_name("N")
+      ->transform(integer_in(1, kMaxLength));
+  app->add_option("--kv-len", options->kv_len, "Key/value sequence length (default: --q-len)")
+      ->type_name("M")
+      ->transform(integer_in(1, kMaxLength));
+  app->add_option("--block-q", options->block_q, "Query rows per tile")
+      ->type_name("BQ")
+      ->capture_default_str()
+      ->transform(integer_in(1, kMaxLength));
+  app->add_option("--block-kv", options->block_kv, "Keys per tile")
+      ->type_name("BK")
+      ->capture_default_str()
+      ->transform(integer_in(1, kMaxLength));
+  app->add_flag("--json", options->json, "Print one JSON object instead of a table");
+  app->add_flag("--kinds", options->kinds,
+                fmt::format("Also print the grid of tile kinds (E/P/F), at most {} x {} tiles",
+                            kMaxKindsBlocks, kMaxKindsBlocks));
+  app->add_option("--png", options->png,
+                  "Also write a PNG of the tile map (empty grey, partial orange, full blue)")
+      ->type_name("FILE");
+
+  return {app, [options] { run_plan(*options); }};
+}
+
+}  // namespace tilesplash::cli

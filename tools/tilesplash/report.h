@@ -1,0 +1,18 @@
+// One record, two renderings: the subcommands fill an ordered JSON object and
+// print it either as exactly one JSON document (for scripts) or as an aligned
+// key/value table (for people), so the two outputs cannot drift apart.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+namespace tilesplash::cli {
+
+// Prints `record` as one line of JSON.
+void print_json(const nlohmann::ordered_json& record, std::ostream& out);
+
+// Prints the scalar fields of `record` as "key  value" rows with the values
+// aligned; arrays and objects are left to the caller.
+void print_table(const nlohmann::ordered_json& record, std::ostream& out);
+
+}  // namespace tilesplash::cli

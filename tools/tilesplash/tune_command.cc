@@ -1,0 +1,307 @@
+// `tilesplash tune`: times every candidate tile size on a sample of the plan
+// (tune_blocks) and prints one row per candidate -- its tile counts, the
+// boundary pairs it wastes, the predicted time and GFLOP/s on kept pairs --
+// marking the fastest and the least-boundary candidate and how far apart they
+// are, the article's second kernel lesson measured here. The fastest is
+// stored in the tuning cache that `bench` and the library's choose_blocks()
+// read when no block sizes are given.
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "commands.h"
+#include "options.h"
+#include "report.h"
+#include "tilesplash/attention.h"
+#include "tilesplash/mask.h"
+#include "tilesplash/mask_spec.h"
+#include "tilesplash/plan.h"
+#include "tilesplash/tuning.h"
+#include "tilesplash/video.h"
+
+namespace tilesplash::cli {
+namespace {
+
+struct TuneCliOptions {
+  std::string mask;
+  std::int64_t q_len = 0;
+  std::int64_t kv_len = 0;  // 0: same as q_len
+  std::string preset;
+  double density = 0.25;
+  std::int64_t head_dim = 0;
+  std::string dtype;
+  std::int64_t heads = 2;
+  std::int64_t threads = 0;
+  double budget_seconds = 10.0;
+  std::int64_t repeats = 3;
+  std::string clock = "wall";
+  bool verify = false;
+  bool exhaustive = false;
+  bool no_store = false;
+  std::uint64_t seed = 0;
+  bool json = false;
+};
+
+struct Shape {
+  Mask mask = Mask::dense();
+  std::int64_t q_len = 0;
+  std::int64_t kv_len = 0;
+  nlohmann::ordered_json about;  // preset, band, density achieved
+};
+
+// A preset at a density is the band plan its spatial heads run on (text rows
+// and columns included where the model has text): the plan every head
+// shares, so the tile size that suits it suits the whole layer.
+Shape shape_of(const TuneCliOptions& options) {
+  Shape shape;
+  if (!options.preset.empty()) {
+    const VideoPreset& preset = video_preset(options.preset);
+    const VideoGeometry& g = preset.geometry;
+    VideoMaskOptions mask_options;
+    mask_options.text_full = g.text_tokens() > 0;
+    const std::int64_t band =
+        band_for_density(g, options.density, mask_options, VideoMaskKind::kSpatial);
+    shape.mask = video_run_masks(VideoMaskKind::kSpatial, g, band, mask_options).band;
+    shape.q_len = shape.kv_len = g.tokens();
+    shape.about["preset"] = std::string(preset.name);
+    shape.about["band"] = band;
+    shape.about["target_density"] = options.density;
+    return shape;
+  }
+  if (options.mask.empty() || options.q_len == 0) {
+    throw std::invalid_argument("tune: give --mask SPEC with --q-len N, or --preset NAME");
+  }
+  shape.mask = parse_mask_spec(options.mask);
+  shape.q_len = options.q_len;
+  shape.kv_len = options.kv_len > 0 ? options.kv_len : options.q_len;
+  return shape;
+}
+
+nlohmann::ordered_json candidate_json(const CandidateResult& c) {
+  nlohmann::ordered_json row;
+  row["block_q"] = c.blocks.block_q;
+  row["block_kv"] = c.blocks.block_kv;
+  row["full"] = c.full;
+  row["partial"] = c.partial;
+  row["empty"] = c.empty;
+  row["boundary_pairs"] = c.boundary_pairs;
+  row["kept_pairs"] = c.kept_pairs;
+  row["sampled_q_blocks"] = c.sampled_q_blocks;
+  row["q_blocks"] = c.q_blocks;
+  row["sample_fraction"] = c.sample_fraction;
+  row["ms"] = c.seconds * 1e3;
+  row["gflops"] = c.gflops;
+  row["full_ms"] =
+      c.full_seconds ? nlohmann::ordered_json(*c.full_seconds * 1e3) : nlohmann::ordered_json();
+  return row;
+}
+
+std::string fmt_full_ms(const CandidateResult& c) {
+  return c.full_seconds ? fmt::format("{:.1f}", *c.full_seconds * 1e3) : std::string("-");
+}
+
+void print_text(const nlohmann::ordered_json& record, const TuneResult& result,
+                std::optional<std::size_t> measured_best, std::ostream& out) {
+  print_table(record, out);
+  out << fmt::format("\n{:>7} {:>8} {:>9} {:>9} {:>10} {:>15} {:>7} {:>10} {:>8} {:>10}  {}\n",
+                     "block_q", "block_kv", "full", "partial", "empty", "boundary_pairs", "sample",
+                     "ms", "GFLOP/s", "full_ms", "");
+  for (std::size_t i = 0; i < result.candidates.size(); ++i) {
+    const CandidateResult& c = result.candidates[i];
+    std::string marks;
+    if (i == result.best) marks += " fastest";
+    if (i == result.least_boundary) marks += " least-boundary";
+    if (measured_best && i == *measured_best) marks += " fastest-full-run";
+    out << fmt::format(
+        "{:>7} {:>8} {:>9} {:>9} {:>10} {:>15} {:>6.1f}% {:>10.1f} {:>8.1f} {:>10} {}\n",
+        c.blocks.block_q, c.blocks.block_kv, c.full, c.partial, c.empty, c.boundary_pairs,
+        c.sample_fraction * 100.0, c.seconds * 1e3, c.gflops, fmt_full_ms(c), marks);
+  }
+  const CandidateResult& best = result.candidates[result.best];
+  const CandidateResult& least = result.candidates[result.least_boundary];
+  const std::string boundary_ratio =
+      best.boundary_pairs > 0 ? fmt::format("{:.2f}x", static_cast<double>(least.boundary_pairs) /
+                                                           static_cast<double>(best.boundary_pairs))
+                              : std::string("n/a");
+  out << fmt::format(
+      "\nfastest {} x {} ({:.1f} ms); least boundary {} x {} ({:.1f} ms): {:.2f}x the "
+      "fastest's time with {} its boundary pairs\n",
+      best.blocks.block_q, best.blocks.block_kv, best.seconds * 1e3, least.blocks.block_q,
+      least.blocks.block_kv, least.seconds * 1e3, least.seconds / best.seconds, boundary_ratio);
+}
+
+void run_tune(const TuneCliOptions& options) {
+  const Shape shape = shape_of(options);
+  const DType dtype = *parse_dtype(options.dtype);
+  TuneOptions tune;
+  tune.heads = options.heads;
+  tune.threads = static_cast<int>(options.threads);
+  tune.budget_seconds = options.budget_seconds;
+  tune.repeats = static_cast<int>(options.repeats);
+  tune.clock = options.clock == "cpu" ? TuneClock::kCpu : TuneClock::kWall;
+  tune.verify = options.verify;
+  tune.exhaustive = options.exhaustive;
+  tune.seed = options.seed;
+  const TuneResult result =
+      tune_blocks(shape.mask, shape.q_len, shape.kv_len, options.head_dim, dtype, tune);
+
+  const CandidateResult& best = result.candidates[result.best];
+  const CandidateResult& least = result.candidates[result.least_boundary];
+  std::optional<std::size_t> measured_best;
+  for (std::size_t i = 0; i < result.candidates.size(); ++i) {
+    const auto& t = result.candidates[i].full_seconds;
+    if (t && (!measured_best || *t < *result.candidates[*measured_best].full_seconds)) {
+      measured_best = i;
+    }
+  }
+
+  std::optional<std::string> stored;
+  if (!options.no_store) {
+    const TuningCache cache;
+    cache.store(result.key, best.blocks, best.seconds);
+    stored = cache.path().string();
+  }
+
+  nlohmann::ordered_json record;
+  record["mask"] = shape.mask.to_string();
+  for (const auto& [key, value] : shape.about.items()) record[key] = value;
+  record["q_len"] = shape.q_len;
+  record["kv_len"] = shape.kv_len;
+  record["heads"] = options.heads;
+  record["head_dim"] = options.head_dim;
+  record["dtype"] = std::string(to_string(dtype));
+  record["threads"] = result.key.threads;
+  record["isa"] = result.key.isa;
+  record["cpu"] = result.key.cpu;
+  record["density"] = static_cast<double>(best.kept_pairs) /
+                      (static_cast<double>(shape.q_len) * static_cast<double>(shape.kv_len));
+  record["clock"] = options.clock;
+  record["fixed_ms"] = result.fixed_seconds * 1e3;
+  record["tuning_seconds"] = result.tuning_seconds;
+  record["search_seconds"] = result.search_seconds;
+  record["least_boundary_vs_fastest"] = least.seconds / best.seconds;
+  if (measured_best) {
+    const CandidateResult& m = result.candidates[*measured_best];
+    if (best.full_seconds) {
+      record["pick_vs_fastest_full_run"] = *best.full_seconds / *m.full_seconds;
+      record["prediction_error"] = best.seconds / *best.full_seconds - 1.0;
+    }
+  }
+  record["cache_key"] = result.key.to_string();
+  record["cache"] = stored ? nlohmann::ordered_json(*stored) : nlohmann::ordered_json();
+
+  if (options.json) {
+    auto rows = nlohmann::ordered_json::array();
+    for (const CandidateResult& c : result.candidates) rows.push_back(candidate_json(c));
+    record["candidates"] = std::move(rows);
+    record["best"] = candidate_json(best);
+    record["least_boundary"] = candidate_json(least);
+    if (measured_best) {
+      record["fastest_full_run"] = candidate_json(result.candidates[*measured_best]);
+    }
+    print_json(record, std::cout);
+  } else {
+    print_text(record, result, measured_best, std::cout);
+  }
+}
+
+}  // namespace
+
+Command add_tune_command(CLI::App& parent) {
+  auto options = std::make_shared<TuneCliOptions>();
+  CLI::App* app = parent.add_subcommand(
+      "tune", "Time every candidate tile size on a sample of the plan and cache the fastest");
+  std::string presets;
+  for (const VideoPreset& preset : video_presets()) {
+    presets += fmt::format("  {:<18} {} ({} tokens)\n", preset.name, preset.model,
+                           preset.geometry.tokens());
+  }
+  app->footer(
+      "Each candidate runs a stratified sample of its plan's q-blocks on random data; ms is the\n"
+      "full run predicted from it (the sample's tile time scaled by visited pairs, plus the\n"
+      "per-call work outside the tiles, fixed_ms). boundary_pairs counts pairs computed in\n"
+      "partial tiles that the mask drops; GFLOP/s counts 4 * head_dim flops per kept pair per\n"
+      "head. --verify (--exhaustive) also times the pick (every candidate) on the full run:\n"
+      "full_ms. The fastest is stored in $XDG_CACHE_HOME/tilesplash/tuning.json (else\n"
+      "~/.cache/tilesplash/) unless --no-store; `bench` uses it when no blocks are given.\n\n"
+      "Presets (--preset; the spatial band at --density, text rows/columns included):\n" +
+      presets +
+      "\nExamples:\n"
+      "  tilesplash tune --mask 'local:left=2048,right=2048' --q-len 16384 --head-dim 128 "
+      "--dtype bf16\n"
+      "  tilesplash tune --preset wan2.1-14b-720p --density 0.25 --head-dim 128 --dtype f32 \\\n"
+      "      --threads 2 --budget-seconds 20 --verify --json");
+
+  auto* mask = app->add_option("--mask", options->mask, "Mask SPEC (see `tilesplash plan --help`)")
+                   ->type_name("SPEC")
+                   ->check(mask_spec());
+  auto* q_len = app->add_option("--q-len", options->q_len, "Query sequence length (with --mask)")
+                    ->type_name("N")
+                    ->transform(integer_in(1, kMaxLength));
+  app->add_option("--kv-len", options->kv_len, "Key/value length (default: --q-len)")
+      ->type_name("M")
+      ->transform(integer_in(1, kMaxLength))
+      ->needs(mask);
+  auto* preset = app->add_option("--preset", options->preset, "Model shape (see Presets below)")
+                     ->type_name("NAME")
+                     ->excludes(mask)
+                     ->excludes(q_len);
+  app->add_option("--density", options->density,
+                  "Target density of the preset's band mask, in (0, 1]")
+      ->type_name("S")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-6, 1.0))
+      ->needs(preset);
+  mask->needs(q_len);
+  app->add_option("--head-dim", options->head_dim, "Head dimension: a multiple of 8 up to 256")
+      ->required()
+      ->type_name("D")
+      ->transform(integer_in(8, 256, 8));
+  app->add_option("--dtype", options->dtype, "Input dtype: f32, bf16 or f16")
+      ->required()
+      ->type_name("DTYPE")
+      ->check(dtype_name());
+  app->add_option("--heads", options->heads, "Heads per timed call")
+      ->type_name("H")
+      ->capture_default_str()
+      ->transform(integer_in(1, 1024));
+  app->add_option("--threads", options->threads, "Worker threads (default: all hardware threads)")
+      ->type_name("T")
+      ->transform(integer_in(1, 4096));
+  app->add_option("--budget-seconds", options->budget_seconds,
+                  "Time for the sampled runs of all candidates (approximate)")
+      ->type_name("X")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-3, 1e6));
+  app->add_option("--repeats", options->repeats, "Timed runs per measurement; the minimum counts")
+      ->type_name("R")
+      ->capture_default_str()
+      ->transform(integer_in(1, 1000));
+  app->add_option("--clock", options->clock,
+                  "wall: elapsed time; cpu: this process's CPU time / threads, which other\n"
+                  "jobs on a shared machine disturb far less")
+      ->type_name("CLOCK")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"wall", "cpu"}));
+  app->add_flag("--verify", options->verify,
+                "Also time the fastest and the least-boundary candidate on the full run");
+  app->add_flag("--exhaustive", options->exhaustive,
+                "Also time every candidate on the full run (slow; for benchmarks)");
+  app->add_flag("--no-store", options->no_store, "Do not write the result to the tuning cache");
+  app->add_option("--seed", options->seed, "Seed of the random Q, K, V")
+      ->type_name("S")
+      ->capture_default_str()
+      ->transform(integer_in(0, std::numeric_limits<std::int64_t>::max()));
+  app->add_flag("--json", options->json,
+                "Print one JSON object: the fields, `candidates` (one per row) and `best`");
+
+  return {app, [options] { run_tune(*options); }};
+}
+
+}  // namespace tilesplash::cli
