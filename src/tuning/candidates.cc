@@ -59,10 +59,11 @@ std::vector<BlockSizes> tile_candidates_for(std::int64_t q_len, std::int64_t kv_
   return out;
 }
 
-// Measured on the 2-core AVX-512 BF16 development machine (docs/tuning.md):
-// on wan2.1-14b-720p's spatial band at 10%, 25% and 50% density, 256 x 256 ran
-// within 2.5% of the fastest candidate of an exhaustive full-run sweep in both
-// bf16 and f32, while the least-boundary tile (32 x 64) was 1.3-1.6x slower.
+// Measured on the 2-core AVX-512 BF16 development machine (the README's
+// tile-size tables): on wan2.1-14b-720p's spatial band at 10%, 25% and 50%
+// density, 256 x 256 ran within 3.5% of the fastest candidate of a full-run
+// sweep in both bf16 and f32, while the least-boundary tile (32 x 64) was
+// 1.3-1.7x slower and the article's 3,328-row query tile 1.4-1.8x slower.
 // Shorter sequences get a query tile no longer than the sequence.
 BlockSizes heuristic_blocks(std::int64_t q_len, std::int64_t kv_len, std::int64_t head_dim,
                             DType dtype) {
