@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "support/shell.h"
 #include "tensor_io_files.h"
 #include "tilesplash/attention.h"
 #include "tilesplash/mask_spec.h"
@@ -37,15 +38,10 @@ struct RunResult {
 
 RunResult run_cli(const std::string& args, const std::string& err_path) {
   const std::string command = std::string(TILESPLASH_CLI_PATH) + " " + args + " 2>" + err_path;
+  const tilesplash::test::ShellResult shell = tilesplash::test::run_shell(command);
   RunResult result;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  std::array<char, 4096> buffer;
-  std::size_t n = 0;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
-    result.out.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.exit_code = shell.exit_code;
+  result.out = shell.out;
   std::ifstream err_file(err_path);
   result.err.assign(std::istreambuf_iterator<char>(err_file), std::istreambuf_iterator<char>());
   return result;

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "support/shell.h"
 #include "tensor_io_files.h"
 
 namespace {
@@ -27,15 +28,10 @@ struct RunResult {
 // stdout only; stderr goes to /dev/null (no terminal, so no progress bar).
 RunResult run_cli(const std::string& args) {
   const std::string command = std::string(TILESPLASH_CLI_PATH) + " " + args + " 2>/dev/null";
+  const tilesplash::test::ShellResult shell = tilesplash::test::run_shell(command);
   RunResult result;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  std::array<char, 4096> buffer;
-  std::size_t n = 0;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
-    result.out.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.exit_code = shell.exit_code;
+  result.out = shell.out;
   return result;
 }
 

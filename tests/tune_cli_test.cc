@@ -16,6 +16,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "support/shell.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -44,16 +46,10 @@ class TuneCli : public ::testing::Test {
     const fs::path err_path = dir_ / "stderr.txt";
     const std::string command = "XDG_CACHE_HOME=" + (dir_ / "cache").string() + " " +
                                 TILESPLASH_CLI_PATH + " " + args + " 2>" + err_path.string();
+    const tilesplash::test::ShellResult shell = tilesplash::test::run_shell(command);
     RunResult result;
-    FILE* pipe = popen(command.c_str(), "r");
-    if (pipe == nullptr) return result;
-    std::array<char, 4096> buffer;
-    std::size_t n = 0;
-    while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
-      result.out.append(buffer.data(), n);
-    }
-    const int status = pclose(pipe);
-    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    result.exit_code = shell.exit_code;
+    result.out = shell.out;
     std::ifstream err_file(err_path);
     result.err.assign(std::istreambuf_iterator<char>(err_file), std::istreambuf_iterator<char>());
     return result;

@@ -12,6 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "support/shell.h"
+
 namespace {
 
 struct Result {
@@ -21,15 +23,10 @@ struct Result {
 
 Result run(const std::string& args) {
   const std::string command = std::string(TILESPLASH_CLI_PATH) + " " + args + " 2>&1";
+  const tilesplash::test::ShellResult shell = tilesplash::test::run_shell(command);
   Result result;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  std::array<char, 4096> buffer;
-  std::size_t n = 0;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
-    result.out.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.exit_code = shell.exit_code;
+  result.out = shell.out;
   return result;
 }
 
