@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -23,6 +22,7 @@
 #include "report.h"
 #include "tilesplash/attention.h"
 #include "tilesplash/mask_spec.h"
+#include "tilesplash/output_set.h"
 #include "tilesplash/plan.h"
 #include "tilesplash/routing.h"
 #include "tilesplash/tensor_io.h"
@@ -71,13 +71,13 @@ OutputSpec parse_output(const std::string& spec, const std::string& option,
       "{}: expected path.npy, path.safetensors or path.safetensors:name, got '{}'", option, spec));
 }
 
-void write_output(const OutputSpec& spec, Tensor tensor) {
+void stage_output(OutputSet& outputs, const OutputSpec& spec, Tensor tensor) {
   if (!spec.tensor) {
-    write_npy(spec.path, tensor);
+    outputs.stage_npy(spec.path, tensor);
   } else {
     std::vector<std::pair<std::string, Tensor>> tensors;
     tensors.emplace_back(*spec.tensor, std::move(tensor));
-    write_safetensors(spec.path, tensors);
+    outputs.stage_safetensors(spec.path, tensors);
   }
 }
 
@@ -108,6 +108,15 @@ void run_attend(const AttendOptions& options) {
   const std::optional<OutputSpec> lse_spec =
       options.lse.empty() ? std::nullopt
                           : std::optional<OutputSpec>(parse_output(options.lse, "--lse", "lse"));
+  // No output may replace an input or another output, and every destination
+  // must be writable, before any work; all outputs are committed together.
+  OutputSet outputs;
+  outputs.add_input(tensor_spec_file(options.q), "--q");
+  outputs.add_input(tensor_spec_file(options.k), "--k");
+  outputs.add_input(tensor_spec_file(options.v), "--v");
+  outputs.add_output(out_spec.path, "--out");
+  if (lse_spec) outputs.add_output(lse_spec->path, "--lse");
+  if (!options.report.empty()) outputs.add_output(options.report, "--report");
   // Everything that can be checked is checked before any work starts.
   std::optional<Mask> mask;
   std::optional<VideoGeometry> geometry;
@@ -217,15 +226,14 @@ void run_attend(const AttendOptions& options) {
   progress.finish();
   record["seconds"] = std::chrono::duration<double>(Clock::now() - start).count();
 
-  write_output(out_spec, std::move(out));
-  if (lse_spec) write_output(*lse_spec, std::move(lse));
+  stage_output(outputs, out_spec, std::move(out));
+  if (lse_spec) stage_output(outputs, *lse_spec, std::move(lse));
   if (!options.report.empty()) {
     nlohmann::ordered_json report = record;
     report["heads_table"] = head_rows;
-    std::ofstream file(options.report);
-    file << report.dump(2) << '\n';
-    if (!file) throw std::runtime_error(fmt::format("{}: cannot write the report", options.report));
+    outputs.stage(options.report, report.dump(2) + "\n");
   }
+  outputs.commit();
   if (options.quiet) return;
   if (options.json) {
     if (!head_rows.empty()) record["heads_table"] = std::move(head_rows);

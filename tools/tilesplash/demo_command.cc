@@ -25,6 +25,7 @@
 #include "report.h"
 #include "tile_png.h"
 #include "tilesplash/attention.h"
+#include "tilesplash/output_set.h"
 #include "tilesplash/plan.h"
 #include "tilesplash/routing.h"
 #include "tilesplash/video.h"
@@ -115,7 +116,20 @@ void run_demo(const DemoOptions& options) {
   const int threads = options.threads > 0
                           ? static_cast<int>(options.threads)
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (!options.png_dir.empty()) std::filesystem::create_directories(options.png_dir);
+  const std::string png_path =
+      options.png_dir.empty() ? std::string()
+                              : (std::filesystem::path(options.png_dir) / "band-plan.png").string();
+  OutputSet outputs;  // checks the destination before any work
+  if (!png_path.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(options.png_dir, error);
+    if (error) {
+      throw std::invalid_argument(
+          fmt::format("--png: cannot create directory '{}' ({}); expected a writable directory",
+                      options.png_dir, error.message()));
+    }
+    outputs.add_output(png_path, "--png");
+  }
 
   Progress progress("demo", 2 * heads + 1, progress_wanted(options.quiet));
   progress.set_detail("generating the workload");
@@ -226,9 +240,8 @@ void run_demo(const DemoOptions& options) {
     const VideoRunMasks masks =
         video_run_masks(VideoMaskKind::kSpatial, geometry, attention.band(), {});
     const TilePlan band_plan = TilePlan::build(masks.band, n, n, attention_options.blocks);
-    const std::string path = (std::filesystem::path(options.png_dir) / "band-plan.png").string();
-    write_png(path, render_tile_map(band_plan, {1024, geometry}));
-    record["png"] = nlohmann::ordered_json::array({path});
+    write_png(png_path, render_tile_map(band_plan, {1024, geometry}));
+    record["png"] = nlohmann::ordered_json::array({png_path});
   }
   progress.finish();
 
