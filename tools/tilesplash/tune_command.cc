@@ -139,6 +139,7 @@ void print_text(const nlohmann::ordered_json& record, const TuneResult& result,
 void run_tune(const TuneCliOptions& options) {
   const Shape shape = shape_of(options);
   const DType dtype = *parse_dtype(options.dtype);
+  if (!options.no_store) TuningCache().check_writable();  // before minutes of timing
   TuneOptions tune;
   tune.heads = options.heads;
   tune.threads = static_cast<int>(options.threads);
