@@ -117,6 +117,69 @@ TEST_F(CliRobust, MaskGeometryMustMatchTheTensors) {
       {"frames=3,height=4,width=4", "must both be 48; got q_len 60, kv_len 60"});
 }
 
+// CLI11's Range and PositiveNumber let NaN through; every float option is
+// finite-checked, and the message gives the interval, not 300 digits.
+TEST_F(CliRobust, NonFiniteAndOutOfRangeNumbersAreRefused) {
+  const std::string out = " --out " + f("o.npy");
+  const std::string route = out + " --route frames=3,height=4,width=5";
+  const std::pair<std::string, std::string> cases[] = {
+      {qkv() + out + " --scale nan", "--scale: expected a finite number > 0, got 'nan'"},
+      {qkv() + out + " --scale 0", "--scale: expected a finite number > 0, got '0'"},
+      {qkv() + out + " --scale inf", "--scale: expected a finite number > 0, got 'inf'"},
+      {qkv() + route + " --density nan", "--density: expected a number in (0, 1], got 'nan'"},
+      {qkv() + route + " --density 0", "--density: expected a number in (0, 1], got '0'"},
+      {"route --preset wan2.1-1.3b-480p --band-frames nan", "--band-frames: expected a number"},
+      {"demo --density nan", "--density: expected a number in (0, 1], got 'nan'"},
+      {"tune --preset wan2.1-1.3b-480p --head-dim 64 --dtype f32 --density nan", "--density: "},
+      {"tune --mask causal --q-len 64 --head-dim 64 --dtype f32 --budget-seconds nan",
+       "--budget-seconds: expected a number in [0.001, 1000000], got 'nan'"},
+  };
+  for (const auto& [args, needle] : cases) {
+    SCOPED_TRACE(args);
+    const Result r = run(args);
+    EXPECT_LT(r.err.size(), 200u) << r.err;
+    expect_refused(r, {needle});
+  }
+}
+
+TEST_F(CliRobust, MessagesNameTheFileOptionOrVariable) {
+  test::TempDir extra;  // apart, so expect_refused sees only the usual inputs
+  const auto e = [&](const std::string& name) { return extra.file(name); };
+  write_npy(e("d0.npy"), Tensor::zeros(DType::kF32, {2, 60, 0}));
+  write_npy(e("l0.npy"), Tensor::zeros(DType::kF32, {2, 0, 16}));
+  write_npy(e("k48.npy"), Tensor::zeros(DType::kF32, {2, 48, 16}));
+  const std::string out = " --out " + f("o.npy");
+  const auto same = [&](const std::string& file) {
+    return "attend --q " + e(file) + " --k " + e(file) + " --v " + e(file) + out;
+  };
+  struct Case {
+    std::string args, env;
+    std::vector<std::string> needles;
+  };
+  const Case cases[] = {
+      {same("d0.npy"), "", {"d0.npy: head dim is 0", "expected at least 1"}},
+      {same("l0.npy"), "", {"l0.npy: sequence length is 0", "expected at least 1"}},
+      {"attend --q " + f("q.npy") + " --k " + e("k48.npy") + " --v " + e("k48.npy") + out +
+           " --route frames=3,height=4,width=5",
+       "",
+       {"k48.npy: --route frames=3,height=4,width=5 needs 60 tokens per head, the file has 48"}},
+      {qkv() + out, "TILESPLASH_ISA=bogus", {"TILESPLASH_ISA: unknown target 'bogus'"}},
+      {qkv() + out + " --route frames=100000,height=100000,width=100000",
+       "",
+       {"video geometry: frames * height"}},
+      {qkv() + out + " --mask 'caus\xc3\xa4l'", "", {"unknown mask 'caus\xc3\xa4l'"}},
+      {qkv() + out + " --mask '\xc3\xa4'", "", {"unknown mask '\xc3\xa4'"}},
+      {qkv() + out + " --route ''", "", {"--route: expected a preset name"}},
+      {qkv() + out + " --report ''", "", {"--report: expected a file path, got ''"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args);
+    const Result r = run(c.args, c.env);
+    EXPECT_EQ(r.err.find("video geometry: video geometry"), std::string::npos) << r.err;
+    expect_refused(r, c.needles);
+  }
+}
+
 }  // namespace
 }  // namespace tilesplash
 

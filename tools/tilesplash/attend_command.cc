@@ -134,9 +134,11 @@ void run_attend(const AttendOptions& options) {
   const LayoutDims qd = layout_dims(q, layout, options.q);
   const LayoutDims kd = layout_dims(k, layout, options.k);
   const LayoutDims vd = layout_dims(v, layout, options.v);
-  if (geometry && (qd.len != geometry->tokens() || kd.len != geometry->tokens())) {
-    throw InputError(fmt::format("{}: --route {} needs {} tokens per head, the file has {}",
-                                 options.q, geometry->to_string(), geometry->tokens(), qd.len));
+  for (const auto& [file, len] : {std::pair{options.q, qd.len}, std::pair{options.k, kd.len}}) {
+    if (geometry && len != geometry->tokens()) {
+      throw InputError(fmt::format("{}: --route {} needs {} tokens per head, the file has {}", file,
+                                   geometry->to_string(), geometry->tokens(), len));
+    }
   }
   const DType out_dtype = options.out_dtype.empty() ? q.dtype : *parse_dtype(options.out_dtype);
   Tensor out = Tensor::zeros(out_dtype, layout_shape(layout, {qd.batch, qd.heads, qd.len, vd.dim}));
@@ -268,7 +270,9 @@ Command add_attend_command(CLI::App& parent) {
                   "'out')")
       ->required()
       ->type_name("FILE");
-  app->add_option("--lse", options->lse, "Also write the log-sum-exp (f32)")->type_name("FILE");
+  app->add_option("--lse", options->lse, "Also write the log-sum-exp (f32)")
+      ->type_name("FILE")
+      ->check(non_empty("a file path"));
   app->add_option("--layout", options->layout, "hnd [H,N,d], bhnd [B,H,N,d] or bnhd [B,N,H,d]")
       ->capture_default_str()
       ->check(CLI::IsMember({"hnd", "bhnd", "bnhd"}));
@@ -281,15 +285,16 @@ Command add_attend_command(CLI::App& parent) {
                       "Route each head spatial/temporal on this video shape: a preset name or\n"
                       "frames=F,height=h,width=w[,text=T,text_at=before|after]")
           ->type_name("GEOMETRY_OR_PRESET")
+          ->check(non_empty("a preset name or frames=F,height=h,width=w"))
           ->excludes(mask);
   app->add_option("--density", options->density, "With --route: target mask density, in (0, 1]")
       ->capture_default_str()
       ->type_name("S")
-      ->check(CLI::Range(1e-9, 1.0))
+      ->transform(number_in(0.0, 1.0, true))
       ->needs(route);
   app->add_option("--scale", options->scale, "Softmax scale (default 1/sqrt(d))")
       ->type_name("X")
-      ->check(CLI::PositiveNumber);
+      ->transform(number_in(0.0, HUGE_VAL, true));
   app->add_option("--block-q", options->block_q, "Query rows per tile: 1 to 4096")
       ->type_name("BQ")
       ->capture_default_str()
@@ -305,7 +310,8 @@ Command add_attend_command(CLI::App& parent) {
       ->type_name("DTYPE")
       ->check(dtype_name());
   app->add_option("--report", options->report, "Write a JSON report (per-head table with --route)")
-      ->type_name("FILE.json");
+      ->type_name("FILE.json")
+      ->check(non_empty("a file path"));
   app->add_flag("--json", options->json, "Print one JSON object instead of a table");
   app->add_flag("--quiet", options->quiet, "No progress bar and no summary");
   return {app, [options] { run_attend(*options); }};

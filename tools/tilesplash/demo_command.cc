@@ -278,7 +278,8 @@ Command add_demo_command(CLI::App& parent) {
       ->type_name("NAME");
   app->add_option("--geometry", options->geometry,
                   "Override the preset's shape: frames=F,height=h,width=w[,text=T,text_at=...]")
-      ->type_name("GEOM");
+      ->type_name("GEOM")
+      ->check(non_empty("frames=F,height=h,width=w"));
   app->add_option("--heads", options->heads, "Heads to generate and run")
       ->type_name("H")
       ->capture_default_str()
@@ -286,7 +287,7 @@ Command add_demo_command(CLI::App& parent) {
   app->add_option("--density", options->density, "Target density of the masks, in (0, 1]")
       ->type_name("S")
       ->capture_default_str()
-      ->check(CLI::Range(1e-9, 1.0));
+      ->transform(number_in(0.0, 1.0, true));
   app->add_option("--threads", options->threads, "Worker threads (default: all hardware threads)")
       ->type_name("T")
       ->transform(integer_in(1, 4096));
@@ -295,7 +296,8 @@ Command add_demo_command(CLI::App& parent) {
       ->capture_default_str()
       ->transform(integer_in(0, std::numeric_limits<std::int64_t>::max()));
   app->add_option("--png", options->png_dir, "Write a picture of the band tile plan into DIR")
-      ->type_name("DIR");
+      ->type_name("DIR")
+      ->check(non_empty("a directory"));
   app->add_flag("--json", options->json, "Print one JSON object (with a heads_table array)");
   app->add_flag("--quiet", options->quiet, "No progress bar and no table");
   return {app, [options] { run_demo(*options); }};

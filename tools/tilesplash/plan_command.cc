@@ -169,7 +169,8 @@ Command add_plan_command(CLI::App& parent) {
                             kMaxKindsBlocks, kMaxKindsBlocks));
   app->add_option("--png", options->png,
                   "Also write a PNG of the tile map (empty grey, partial orange, full blue)")
-      ->type_name("FILE");
+      ->type_name("FILE")
+      ->check(non_empty("a file path"));
 
   return {app, [options] { run_plan(*options); }};
 }
