@@ -634,10 +634,13 @@ struct FlashForward {
       store_out_row(p.out, head, rows.begin + r, acc + r * dvp, kept ? 1.0f / l[r] : 0.0f);
       if (p.lse != nullptr) {
         // In double: m * scale alone may pass the f32 range when the log does not.
-        p.lse[head * p.q.len + rows.begin + r] =
-            kept ? static_cast<float>(static_cast<double>(m[r]) * p.scale + std::log(l[r]) +
-                                      shift * kLn2)
-                 : kNegInf;
+        const double lse = static_cast<double>(m[r]) * p.scale + std::log(l[r]) + shift * kLn2;
+        // Out-of-range double to float is undefined behaviour, not Inf: clamp.
+        constexpr double kMax = std::numeric_limits<float>::max();
+        p.lse[head * p.q.len + rows.begin + r] = !kept ? kNegInf
+                                                 : std::fabs(lse) <= kMax
+                                                     ? static_cast<float>(lse)
+                                                     : std::copysign(-kNegInf, lse);
       }
     }
   }
