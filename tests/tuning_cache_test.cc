@@ -80,10 +80,11 @@ TEST_F(TempCacheHome, RoundTrip) {
   EXPECT_EQ(json.at("version"), 1);
   EXPECT_EQ(json.at("library"), kVersion);
   EXPECT_EQ(json.at("entries").size(), 1u);
-  // No temporary files left beside it.
+  // No temporary files left beside it; only the lock file that store() flocks.
   EXPECT_EQ(
       std::distance(fs::directory_iterator(cache.path().parent_path()), fs::directory_iterator()),
-      1);
+      2);
+  EXPECT_TRUE(fs::exists(cache.path().string() + ".lock"));
 }
 
 TEST_F(TempCacheHome, ChooseBlocksUsesTheCacheElseTheHeuristic) {

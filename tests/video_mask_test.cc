@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tilesplash/mask_node.h"
+#include "tilesplash/mask_spec.h"
 #include "tilesplash/plan.h"
 #include "tilesplash/video.h"
 #include "video_test_util.h"
@@ -328,3 +329,33 @@ TEST(VideoMask, RejectsBadArguments) {
 
 }  // namespace
 }  // namespace tilesplash
+
+namespace tilesplash::test {
+namespace {
+
+// A video mask covers exactly its geometry's tokens; a plan over other lengths
+// would leave rows empty, so TilePlan::build refuses it, also inside | and &.
+TEST(VideoMaskLength, PlanOverOtherLengthsIsRefused) {
+  const VideoGeometry geometry = parse_video_geometry("frames=3,height=4,width=5");
+  const Mask temporal = parse_mask_spec("temporal:frames=3,height=4,width=5,band=8");
+  EXPECT_NO_THROW(TilePlan::build(temporal, 60, 60, {64, 64}));
+  for (const Mask& mask : {temporal, temporal | Mask::causal(), Mask::dense() & temporal}) {
+    for (const auto& [q_len, kv_len] : {std::pair{300, 300}, {60, 61}, {59, 60}}) {
+      try {
+        TilePlan::build(mask, q_len, kv_len, {64, 64});
+        ADD_FAILURE() << mask.to_string() << " accepted " << q_len << " x " << kv_len;
+      } catch (const std::invalid_argument& e) {
+        const std::string message = e.what();
+        EXPECT_NE(message.find("frames=3,height=4,width=5"), std::string::npos) << message;
+        EXPECT_NE(
+            message.find("q_len and kv_len must both be 60; got q_len " + std::to_string(q_len)),
+            std::string::npos)
+            << message;
+      }
+    }
+  }
+  EXPECT_EQ(geometry.tokens(), 60);
+}
+
+}  // namespace
+}  // namespace tilesplash::test

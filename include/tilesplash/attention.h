@@ -29,8 +29,10 @@ std::optional<MaskMode> parse_mask_mode(std::string_view text);
 struct AttentionOptions {
   std::optional<float> scale;  // softmax scale; default 1 / sqrt(head_dim); must be > 0
   MaskMode mask_mode = MaskMode::kTile;
-  int threads = 0;           // 0: all hardware threads; < 0 is rejected
-  bool check_finite = true;  // reject NaN / Inf in Q, K, V
+  int threads = 0;  // 0: all hardware threads; < 0 is rejected
+  // Reject NaN / Inf in Q, K, V and q.k that overflows f32 (std::invalid_argument
+  // naming the first row). false skips both: the caller vouches for its data.
+  bool check_finite = true;
 };
 
 // Q [heads, q_len, d], K [heads, kv_len, d], V [heads, kv_len, dv]; out

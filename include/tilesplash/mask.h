@@ -73,6 +73,10 @@ class Mask {
   void eval_row(std::int64_t q, std::int64_t k0, std::int64_t n, std::uint8_t* keep) const;
   // True when classify() runs in O(1) without scanning elements.
   bool is_analytic() const;
+  // Throws std::invalid_argument naming the mask when it knows its sequence
+  // length (a video mask covers exactly its geometry's tokens) and q_len or
+  // kv_len differ; TilePlan::build calls it, so no kernel runs such a plan.
+  void check_lengths(std::int64_t q_len, std::int64_t kv_len) const;
 
   // Canonical text in the CLI's SPEC syntax where one exists.
   std::string to_string() const;

@@ -23,6 +23,9 @@ class MaskNode {
   // branch-free loop the compiler vectorises.
   virtual void eval_row(std::int64_t q, std::int64_t k0, std::int64_t n, std::uint8_t* keep) const;
   virtual bool is_analytic() const { return true; }
+  // Masks defined over a sequence of a known length (the video masks) throw
+  // std::invalid_argument when the plan's lengths differ; others accept any.
+  virtual void check_lengths(std::int64_t /*q_len*/, std::int64_t /*kv_len*/) const {}
   virtual std::string to_string() const = 0;
   virtual std::size_t hash() const = 0;
   // Called only when typeid matches.

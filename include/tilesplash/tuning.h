@@ -133,7 +133,13 @@ class TuningCache {
   std::optional<BlockSizes> lookup(const TuneKey& key) const;
   // Adds or replaces the entry. Throws std::runtime_error naming the path when
   // the file cannot be written.
+  // Concurrent stores (threads or processes) serialise on an flock of
+  // "<path>.lock", so none loses another's entry.
   void store(const TuneKey& key, BlockSizes blocks, double seconds) const;
+  // Creates the directory and proves a file can be written there; throws
+  // std::invalid_argument naming the path otherwise. For callers that tune
+  // for minutes before storing: fail first, not after.
+  void check_writable() const;
 
  private:
   std::filesystem::path path_;

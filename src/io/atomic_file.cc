@@ -12,6 +12,8 @@
 #include <random>
 #include <stdexcept>
 
+#include "io/temp_registry.h"
+
 namespace tilesplash::io {
 namespace {
 
@@ -40,11 +42,13 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
     temp_path_.clear();
     throw std::runtime_error(path_ + ": cannot find a free temporary file name");
   }
+  slot_ = register_temporary(temp_path_);
 }
 
 AtomicFile::~AtomicFile() {
   if (fd_ >= 0) ::close(fd_);
   if (!committed_ && !temp_path_.empty()) ::unlink(temp_path_.c_str());
+  unregister_temporary(slot_);
 }
 
 void AtomicFile::fail_errno(const std::string& what) const {
@@ -78,6 +82,8 @@ void AtomicFile::commit() {
   if (::close(fd) != 0) fail_errno("close failed");
   if (::rename(temp_path_.c_str(), path_.c_str()) != 0) fail_errno("cannot rename into place");
   committed_ = true;
+  unregister_temporary(slot_);
+  slot_ = -1;
 }
 
 }  // namespace tilesplash::io

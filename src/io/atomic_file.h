@@ -2,7 +2,8 @@
 // directory (so the final rename never crosses file systems) and replace the
 // target only in commit(). Destroying an uncommitted AtomicFile, which is what
 // any exception on the way does, removes the temporary file, so a failed write
-// leaves neither a partial target nor litter beside it.
+// leaves neither a partial target nor litter beside it; nor does SIGINT or
+// SIGTERM once remove_temporaries_on_signals() (output_set.h) is installed.
 #pragma once
 
 #include <cstddef>
@@ -33,6 +34,7 @@ class AtomicFile {
   std::string path_;
   std::string temp_path_;
   int fd_ = -1;
+  int slot_ = -1;  // in temp_registry.h, so a signal can remove the temporary
   bool committed_ = false;
 };
 

@@ -154,6 +154,20 @@ void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, Layout layout,
                          " (" + std::string(to_string(q.dtype)) + ")");
     }
   };
+  // An empty axis has no attention to compute; say which file and axis.
+  const auto non_empty = [&](const std::string& file, const LayoutDims& d) {
+    const std::pair<const char*, std::int64_t> axes[] = {
+        {"batch", d.batch}, {"heads", d.heads}, {"sequence length", d.len}, {"head dim", d.dim}};
+    for (const auto& [axis, extent] : axes) {
+      if (extent < 1) {
+        io::fail(file, std::string(axis) + " is 0 in layout " + std::string(to_string(layout)) +
+                           " " + layout_axes(layout) + "; expected at least 1");
+      }
+    }
+  };
+  non_empty(q_name, qd);
+  non_empty(k_name, kd);
+  non_empty(v_name, vd);
   same_dtype(k_name, k);
   same_dtype(v_name, v);
   if (kd.batch != qd.batch) mismatch(k_name, "batch", kd.batch, q_name, qd.batch);

@@ -194,7 +194,11 @@ Header read_header(const ByteSource& source) {
     std::string message = error.what();
     if (const auto close = message.find("] "); close != std::string::npos)
       message.erase(0, close + 2);
-    if (message.size() > 200) message = message.substr(0, 200) + "...";
+    if (message.size() > 200) {
+      std::size_t cut = 200;  // on a character boundary, not inside a UTF-8 sequence
+      while (cut > 0 && (static_cast<unsigned char>(message[cut]) & 0xc0) == 0x80) --cut;
+      message = message.substr(0, cut) + "...";
+    }
     fail(file, "invalid JSON header: " + printable(message));
   }
   if (!json.is_object()) fail(file, "JSON header is not an object");

@@ -5,6 +5,7 @@
 
 #include "io/atomic_file.h"
 #include "io/io_common.h"
+#include "tilesplash/output_set.h"
 
 namespace tilesplash {
 namespace {
@@ -51,6 +52,15 @@ Tensor read_safetensors(const std::string& path, const std::string& name) {
 
 std::vector<std::string> list_safetensors(const std::string& path) {
   return io::safetensors_names(io::FileSource(path));
+}
+
+std::string tensor_spec_file(const std::string& spec) {
+  constexpr std::string_view kSafetensors = ".safetensors:";
+  if (ends_with(spec, ".npy") || ends_with(spec, ".safetensors")) return spec;
+  if (const auto at = spec.find(kSafetensors); at != std::string::npos) {
+    return spec.substr(0, at + kSafetensors.size() - 1);
+  }
+  return spec;
 }
 
 Tensor read_tensor(const std::string& spec) {

@@ -111,13 +111,18 @@ inline float row_max(const float* row, std::int64_t n) {
   return reduce_max(best);
 }
 
-// row[i] = 2^(row[i] * c - mc), returns the sum.
-inline float exp_row(float* row, std::int64_t n, float c, float mc) {
+// row[i] = 2^((row[i] - m) * c - shift), returns the sum. The max is
+// subtracted before scaling, not folded into one FMA as row * c - m * c: once
+// m * c is large (scores of 1e9 and up), the rounding error of m * c alone
+// exceeds the exponent range and every weight becomes 0 or Inf. s - m is exact
+// when s is near m (Sterbenz), which is where the weights that matter are.
+inline float exp_row(float* row, std::int64_t n, float m, float c, float shift) {
   VF sum = VF{};
+  const VF vm = splat(m);
   const VF vc = splat(c);
-  const VF vmc = splat(mc);
+  const VF vshift = splat(shift);
   for (std::int64_t i = 0; i < n; i += kLanes) {
-    const VF e = exp2_vec(load(row + i) * vc - vmc);
+    const VF e = exp2_vec((load(row + i) - vm) * vc - vshift);
     store(row + i, e);
     sum += e;
   }
@@ -163,6 +168,46 @@ inline bool load_row_f32(const TensorView& t, std::int64_t head, std::int64_t ro
 inline bool row_is_finite(const TensorView& t, std::int64_t head, std::int64_t row) {
   float tmp[kMaxHeadDim];
   return load_row_f32(t, head, row, tmp);
+}
+
+// Largest biased f32 exponent field among rows [key0, key1) of `head` (|x| <
+// 2^(field - 126) for every element); `row` is dim floats of scratch.
+inline int max_exponent_field(const TensorView& t, std::int64_t head, std::int64_t key0,
+                              std::int64_t key1, float* row) {
+  std::uint32_t best = 0;
+  for (std::int64_t key = key0; key < key1; ++key) {
+    load_row_f32(t, head, key, row);
+    for (std::int64_t i = 0; i < t.dim; ++i) {
+      std::uint32_t bits;
+      __builtin_memcpy(&bits, row + i, 4);
+      const std::uint32_t field = (bits >> 23) & 0xffu;
+      best = field > best ? field : best;
+    }
+  }
+  return static_cast<int>(best);
+}
+
+inline void atomic_max(std::atomic<int>& target, int value) {
+  int current = target.load();
+  while (value > current && !target.compare_exchange_weak(current, value)) {
+  }
+}
+
+// Rows whose every kept key so far scored -inf carry this in l: an overflowed
+// q.k, which a masked key (also -inf) must not be mistaken for.
+constexpr float kAllKeptOverflowed = -1.0f;
+
+// True when the mask keeps at least one of the tile's first n keys in this row.
+inline bool row_keeps_any(const std::uint64_t* bits, const std::uint8_t* keep, std::int64_t n) {
+  if (keep != nullptr) {
+    for (std::int64_t i = 0; i < n; ++i)
+      if (keep[i] != 0) return true;
+    return false;
+  }
+  if (bits == nullptr) return n > 0;  // a full tile
+  for (std::int64_t i = 0; i < n; ++i)
+    if ((bits[i / 64] >> (i % 64)) & 1u) return true;
+  return false;
 }
 
 inline void store_out_row(const MutableTensorView& out, std::int64_t head, std::int64_t row,
@@ -344,7 +389,8 @@ struct FlashForward {
         panels((params.k.len + kPanel - 1) / kPanel),
         k_head_elems(panels * Path::k_panel_elems(params.q.dim)),
         v_head_elems(panels * kPanel * Path::v_row_elems(dvp)),
-        exp_scale(params.scale * kLog2e) {}
+        exp_scale(params.scale * kLog2e),
+        shift_(static_cast<std::size_t>(params.q.heads), 0.0f) {}
 
   // Per-worker scratch, carved by ScratchLayout (floats; Packed is 4 bytes).
   struct ScratchLayout {
@@ -387,6 +433,8 @@ struct FlashForward {
 
     std::vector<std::int64_t> order;
     order_work_items(plan, 1, order);
+    overflow_rows_ = 0;
+    first_overflow_ = std::numeric_limits<std::int64_t>::max();
     for (std::int64_t head0 = 0; head0 < heads; head0 += group) {
       const std::int64_t count = std::min(group, heads - head0);
       pack_heads(head0, count, packed_k, packed_v, ws, pool);
@@ -399,6 +447,20 @@ struct FlashForward {
                      packed_v + (head - head0) * v_head_elems, ws.per_worker[worker]);
       });
     }
+    report_overflow();
+  }
+
+  // Finite inputs whose q.k exceeds the f32 range have no f32 answer here;
+  // refusing beats the NaN rows the arithmetic would give.
+  void report_overflow() const {
+    const std::int64_t count = overflow_rows_.load();
+    if (count == 0 || !p.check_finite) return;  // unchecked: the caller vouches for its data
+    const std::int64_t first = first_overflow_.load();
+    throw std::invalid_argument("attention: q.k overflows float32 (|q.k| > 3.4e38) in " +
+                                std::to_string(count) + " row" + (count == 1 ? "" : "s") +
+                                " (first: head " + std::to_string(first / p.q.len) + ", q row " +
+                                std::to_string(first % p.q.len) +
+                                "); expected dot products within the f32 range: scale Q or K down");
   }
 
   void check_q_finite(runtime::ThreadPool& pool) {
@@ -421,6 +483,7 @@ struct FlashForward {
                   Workspace& ws, runtime::ThreadPool& pool) {
     std::atomic<std::int64_t> bad_k{std::numeric_limits<std::int64_t>::max()};
     std::atomic<std::int64_t> bad_v{std::numeric_limits<std::int64_t>::max()};
+    std::vector<std::atomic<int>> v_field(static_cast<std::size_t>(count));
     pool.run(p.threads, count * panels, [&](std::int64_t item, int worker) {
       const std::int64_t h = item / panels;
       const std::int64_t panel = item % panels;
@@ -431,6 +494,8 @@ struct FlashForward {
       Packed* vp = packed_v + h * v_head_elems + panel * kPanel * Path::v_row_elems(dvp);
       const bool k_ok = Path::pack_k_panel(p.k, head0 + h, key0, kp, row);
       const bool v_ok = Path::pack_v_panel(p.v, head0 + h, key0, dvp, vp, row);
+      atomic_max(v_field[h],
+                 max_exponent_field(p.v, head0 + h, key0, std::min(key0 + kPanel, p.v.len), row));
       if (p.check_finite && !(k_ok && v_ok)) {
         // Find the exact row for the message; this is the rare error path.
         for (std::int64_t key = key0; key < std::min(key0 + kPanel, p.k.len); ++key) {
@@ -442,6 +507,14 @@ struct FlashForward {
     if (p.check_finite) {
       report_non_finite("k", bad_k.load(), p.k.len);
       report_non_finite("v", bad_v.load(), p.v.len);
+    }
+    // acc sums up to kv_len weights <= 1 times |V| < 2^(field - 126); when that
+    // could pass 2^126, every weight is scaled by 2^-shift (exactly, in the
+    // exponent) so acc stays finite while acc / l, the output, is unchanged.
+    const int length_bits = std::bit_width(static_cast<std::uint64_t>(p.v.len));
+    for (std::int64_t h = 0; h < count; ++h) {
+      const int bound = v_field[h].load() - 126 + length_bits;
+      shift_[head0 + h] = static_cast<float>(std::max(0, bound - 126));
     }
   }
 
@@ -474,6 +547,7 @@ struct FlashForward {
     std::fill(l, l + nrows, 0.0f);
 
     const Mask& mask = plan.mask();
+    const float shift = shift_[head];
     for (const PlanTile& tile : plan.tiles(q_block)) {
       const IndexRange cols = plan.kv_range(tile.kv_block);
       const std::int64_t nk = cols.size();
@@ -506,7 +580,11 @@ struct FlashForward {
           apply_bits(srow, bits + r * words, nkp);
         }
         if (nk < nkp) clear_columns_from(srow, nk, nkp);
-        softmax_row(srow, nkp, m[r], l[r], alpha[r]);
+        if (!softmax_row(srow, nkp, m[r], l[r], alpha[r], shift) && l[r] == 0.0f &&
+            row_keeps_any(bits == nullptr ? nullptr : bits + r * words,
+                          p.mask_mode == MaskMode::kElement ? keep : nullptr, nk)) {
+          l[r] = kAllKeptOverflowed;
+        }
         Path::store_probs(srow, nkp, probs + r * p_stride);
       }
       const auto* vtile = Path::v_tile(vp, cols.begin, dvp);
@@ -523,32 +601,52 @@ struct FlashForward {
   }
 
   // Online softmax for one row of raw scores: updates the running max and
-  // sum, leaves exp2((s - m) * c) in the row and the rescale factor in alpha.
-  void softmax_row(float* row, std::int64_t n, float& m, float& l, float& alpha) const {
+  // sum, leaves exp2((s - m) * c - shift) in the row and the rescale factor in
+  // alpha. Returns false, leaving acc at 0, while the row has no finite score.
+  bool softmax_row(float* row, std::int64_t n, float& m, float& l, float& alpha,
+                   float shift) const {
     const float tile_max = row_max(row, n);
     const float m_new = std::max(m, tile_max);
-    if (m_new == kNegInf) {  // nothing kept yet: contribute nothing, keep acc at 0
+    if (m_new == kNegInf) {
       std::fill(row, row + n, 0.0f);
       alpha = 1.0f;
-      return;
+      return false;
     }
+    // m == -inf also drops a kAllKeptOverflowed mark: finite scores outweigh it.
     alpha = (m == kNegInf) ? 0.0f : std::exp2((m - m_new) * exp_scale);
-    const float sum = exp_row(row, n, exp_scale, m_new * exp_scale);
+    const float sum = exp_row(row, n, m_new, exp_scale, shift);
     l = l * alpha + sum;
     m = m_new;
+    return true;
   }
 
   void finish_rows(std::int64_t head, IndexRange rows, const float* acc, const float* m,
-                   const float* l) const {
+                   const float* l) {
+    constexpr double kLn2 = 0.6931471805599453;
+    const double shift = shift_[head];
     for (std::int64_t r = 0; r < rows.size(); ++r) {
-      const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-      store_out_row(p.out, head, rows.begin + r, acc + r * dvp, inv);
+      // NaN (an Inf or NaN score), the overflow mark, or an infinite max.
+      if (!(l[r] >= 0.0f) || m[r] == -kNegInf) {
+        overflow_rows_.fetch_add(1);
+        atomic_min(first_overflow_, head * p.q.len + rows.begin + r);
+      }
+      const bool kept = l[r] > 0.0f && m[r] != -kNegInf;
+      store_out_row(p.out, head, rows.begin + r, acc + r * dvp, kept ? 1.0f / l[r] : 0.0f);
       if (p.lse != nullptr) {
-        p.lse[head * p.q.len + rows.begin + r] =
-            l[r] > 0.0f ? m[r] * p.scale + std::log(l[r]) : kNegInf;
+        // In double: m * scale alone may pass the f32 range when the log does not.
+        const double lse = static_cast<double>(m[r]) * p.scale + std::log(l[r]) + shift * kLn2;
+        // Out-of-range double to float is undefined behaviour, not Inf: clamp.
+        constexpr double kMax = std::numeric_limits<float>::max();
+        p.lse[head * p.q.len + rows.begin + r] = !kept ? kNegInf
+                                                 : std::fabs(lse) <= kMax
+                                                     ? static_cast<float>(lse)
+                                                     : std::copysign(-kNegInf, lse);
       }
     }
   }
 
   const std::uint64_t* ones_bits_ = nullptr;
+  std::vector<float> shift_;  // per head: weights scaled by 2^-shift (see pack_heads)
+  std::atomic<std::int64_t> overflow_rows_{0};
+  std::atomic<std::int64_t> first_overflow_{std::numeric_limits<std::int64_t>::max()};
 };

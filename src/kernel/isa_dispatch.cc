@@ -61,11 +61,13 @@ const std::vector<IsaEntry>& isa_table() {
   return table;
 }
 
-const IsaEntry* find_supported(const std::string& name) {
+// `source` names where the name came from ("isa" for set_isa(), the
+// environment variable otherwise), so the message points at what to fix.
+const IsaEntry* find_supported(const std::string& name, const std::string& source = "isa") {
   for (const IsaEntry& entry : isa_table()) {
     if (name == entry.name) {
       if (!entry.supported()) {
-        throw std::invalid_argument("isa: this CPU does not support '" + name + "'");
+        throw std::invalid_argument(source + ": this CPU does not support '" + name + "'");
       }
       return &entry;
     }
@@ -73,13 +75,13 @@ const IsaEntry* find_supported(const std::string& name) {
   std::string known;
   for (const IsaEntry& entry : isa_table())
     known += std::string(known.empty() ? "" : ", ") + entry.name;
-  throw std::invalid_argument("isa: unknown target '" + name + "' (expected one of: " + known +
-                              ")");
+  throw std::invalid_argument(source + ": unknown target '" + name +
+                              "' (expected one of: " + known + ")");
 }
 
 const IsaEntry* best_supported() {
   if (const char* forced = std::getenv("TILESPLASH_ISA"); forced != nullptr && *forced != '\0') {
-    return find_supported(forced);
+    return find_supported(forced, "TILESPLASH_ISA");
   }
   for (const IsaEntry& entry : isa_table()) {
     if (entry.supported()) return &entry;

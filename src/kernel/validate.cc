@@ -18,9 +18,13 @@ std::string str(std::int64_t value) { return std::to_string(value); }
 
 template <typename View>
 void check_view(const char* name, const View& view) {
-  if (view.data == nullptr) fail(std::string(name) + ".data must not be null");
+  // Extents first: an empty tensor has no data, and "null data" would hide why.
   if (view.heads < 1) fail(std::string(name) + ".heads must be >= 1, got " + str(view.heads));
   if (view.len < 1) fail(std::string(name) + ".len must be >= 1, got " + str(view.len));
+  if (view.dim < 1) {
+    fail(std::string(name) + ".dim must be a multiple of 8 in [8, 256], got " + str(view.dim));
+  }
+  if (view.data == nullptr) fail(std::string(name) + ".data must not be null");
   if (view.row_stride < view.dim) {
     fail(std::string(name) + ".row_stride must be >= dim (" + str(view.dim) + "), got " +
          str(view.row_stride));

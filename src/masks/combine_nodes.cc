@@ -45,6 +45,10 @@ bool CombineNode::is_analytic() const {
                      [](const NodePtr& child) { return child->is_analytic(); });
 }
 
+void CombineNode::check_lengths(std::int64_t q_len, std::int64_t kv_len) const {
+  for (const NodePtr& child : children_) child->check_lengths(q_len, kv_len);
+}
+
 bool CombineNode::equals(const MaskNode& other) const {
   const auto& o = static_cast<const CombineNode&>(other);
   if (children_.size() != o.children_.size()) return false;

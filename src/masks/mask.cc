@@ -136,6 +136,10 @@ void Mask::eval_row(std::int64_t q, std::int64_t k0, std::int64_t n, std::uint8_
 
 bool Mask::is_analytic() const { return node_->is_analytic(); }
 
+void Mask::check_lengths(std::int64_t q_len, std::int64_t kv_len) const {
+  node_->check_lengths(q_len, kv_len);
+}
+
 std::string Mask::to_string() const { return node_->to_string(); }
 
 std::size_t Mask::hash() const { return node_->hash(); }

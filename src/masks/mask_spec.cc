@@ -254,18 +254,23 @@ class Parser {
     return param;
   }
 
+  // Bytes >= 0x80 count as word characters: no name has them, so a word
+  // like "causäl" is reported whole as unknown instead of cut before the 'ä'.
   std::string read_word() {
     const std::size_t start = pos_;
-    while (!at_end() &&
-           (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_')) {
+    while (!at_end() && (std::isalnum(static_cast<unsigned char>(text_[pos_])) ||
+                         text_[pos_] == '_' || static_cast<unsigned char>(text_[pos_]) >= 0x80)) {
       ++pos_;
     }
     return std::string(text_.substr(start, pos_ - start));
   }
 
   [[noreturn]] void unexpected(const char* expected) const {
-    fail("unexpected '" + std::string(1, text_[pos_]) + "' at position " + std::to_string(pos_) +
-         " in '" + std::string(text_) + "' (expected " + expected + ")");
+    // The whole UTF-8 character, not its first byte.
+    std::size_t end = pos_ + 1;
+    while (end < text_.size() && (static_cast<unsigned char>(text_[end]) & 0xc0) == 0x80) ++end;
+    fail("unexpected '" + std::string(text_.substr(pos_, end - pos_)) + "' at position " +
+         std::to_string(pos_) + " in '" + std::string(text_) + "' (expected " + expected + ")");
   }
 
   static bool is_delimiter(char c) {

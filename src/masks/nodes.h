@@ -146,6 +146,7 @@ class CombineNode : public MaskNode {
   // partial fall back to a scan, and those are boundary tiles.
   bool is_analytic() const override;
   bool equals(const MaskNode& other) const override;
+  void check_lengths(std::int64_t q_len, std::int64_t kv_len) const override;
 
  protected:
   explicit CombineNode(std::vector<NodePtr> children);

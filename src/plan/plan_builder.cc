@@ -217,6 +217,7 @@ TilePlan PlanBuilder::build(const Mask& mask, std::int64_t q_len, std::int64_t k
                             BlockSizes blocks) {
   const auto start = std::chrono::steady_clock::now();
   const Geometry g = make_geometry(q_len, kv_len, blocks);
+  mask.check_lengths(q_len, kv_len);
   TilePlan plan(mask);
   plan.q_len_ = q_len;
   plan.kv_len_ = kv_len;

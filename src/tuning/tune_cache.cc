@@ -3,9 +3,16 @@
 // still true, so the file is versioned twice (format and library version: a
 // new kernel makes old timings stale), every entry is range-checked before
 // use, and anything doubtful is ignored with one warning rather than trusted.
-// Writes go through io::AtomicFile, so a reader never sees half a file.
+// Writes go through io::AtomicFile, so a reader never sees half a file, under
+// an flock so that concurrent writers never lose each other's entries.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -16,6 +23,7 @@
 #include <system_error>
 
 #include "io/atomic_file.h"
+#include "tilesplash/output_set.h"
 #include "tilesplash/tuning.h"
 #include "tilesplash/version.h"
 
@@ -62,8 +70,13 @@ std::optional<nlohmann::json> load(const std::filesystem::path& path) {
     return std::nullopt;
   }
   nlohmann::json cache = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  // Fields of the wrong JSON type are corrupt too: check every type before use.
+  const auto string_or_absent = [&](const char* name) {
+    return !cache.contains(name) || cache[name].is_string();
+  };
   if (cache.is_discarded() || !cache.is_object() || !cache.contains("entries") ||
-      !cache["entries"].is_object()) {
+      !cache["entries"].is_object() || !string_or_absent("format") ||
+      !string_or_absent("library")) {
     warn_once("tuning cache " + path.string() + " is corrupt; ignored (retune to replace it)");
     return std::nullopt;
   }
@@ -81,7 +94,43 @@ std::optional<nlohmann::json> load(const std::filesystem::path& path) {
   return cache;
 }
 
+// flock() on a lock file for the scope; released when the descriptor closes,
+// also when the process dies, so a killed run never leaves the cache locked.
+class CacheLock {
+ public:
+  explicit CacheLock(const std::string& path)
+      : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666)) {
+    if (fd_ < 0) {
+      throw std::runtime_error(path +
+                               ": cannot open the tuning cache lock: " + std::strerror(errno));
+    }
+    while (::flock(fd_, LOCK_EX) != 0) {
+      if (errno == EINTR) continue;
+      const int error = errno;
+      ::close(fd_);
+      throw std::runtime_error(path + ": cannot lock the tuning cache: " + std::strerror(error));
+    }
+  }
+  ~CacheLock() { ::close(fd_); }
+  CacheLock(const CacheLock&) = delete;
+  CacheLock& operator=(const CacheLock&) = delete;
+
+ private:
+  int fd_;
+};
+
 }  // namespace
+
+void TuningCache::check_writable() const {
+  std::error_code error;
+  if (path_.has_parent_path()) std::filesystem::create_directories(path_.parent_path(), error);
+  if (error) {
+    throw std::invalid_argument("tuning cache " + path_.string() + ": cannot create directory " +
+                                path_.parent_path().string() + " (" + error.message() +
+                                "); expected a writable directory");
+  }
+  OutputSet().add_output(path_.string(), "tuning cache");
+}
 
 std::filesystem::path TuningCache::default_path() {
   const char* xdg = std::getenv("XDG_CACHE_HOME");
@@ -126,19 +175,22 @@ void TuningCache::store(const TuneKey& key, BlockSizes blocks, double seconds) c
         "to 1024, got " +
         std::to_string(blocks.block_q) + " x " + std::to_string(blocks.block_kv));
   }
-  nlohmann::json cache = load(path_).value_or(empty_cache());
-  nlohmann::json entry;
-  entry["block_q"] = blocks.block_q;
-  entry["block_kv"] = blocks.block_kv;
-  entry["seconds"] = seconds;
-  cache["entries"][key.to_string()] = std::move(entry);
-
   std::error_code error;
   if (path_.has_parent_path()) std::filesystem::create_directories(path_.parent_path(), error);
   if (error) {
     throw std::runtime_error(path_.parent_path().string() +
                              ": cannot create the tuning cache directory: " + error.message());
   }
+  // Read-modify-rename under an exclusive lock on a file beside the cache (the
+  // cache itself is replaced by each rename, so it cannot carry the lock):
+  // two tune runs at once must both keep their entries.
+  const CacheLock lock(path_.string() + ".lock");
+  nlohmann::json cache = load(path_).value_or(empty_cache());
+  nlohmann::json entry;
+  entry["block_q"] = blocks.block_q;
+  entry["block_kv"] = blocks.block_kv;
+  entry["seconds"] = seconds;
+  cache["entries"][key.to_string()] = std::move(entry);
   io::AtomicFile file(path_.string());
   file.write(cache.dump(2) + "\n");
   file.commit();

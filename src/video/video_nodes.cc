@@ -262,6 +262,16 @@ std::string VideoMaskNode::to_string() const {
   return text;
 }
 
+// Outside its geometry's tokens a video mask keeps nothing, so a plan over
+// other lengths would silently leave rows empty (or ignore tokens).
+void VideoMaskNode::check_lengths(std::int64_t q_len, std::int64_t kv_len) const {
+  if (q_len == layout_.tokens && kv_len == layout_.tokens) return;
+  throw std::invalid_argument(
+      "mask " + to_string() + ": its geometry has " + std::to_string(layout_.tokens) +
+      " tokens, so q_len and kv_len must both be " + std::to_string(layout_.tokens) +
+      "; got q_len " + std::to_string(q_len) + ", kv_len " + std::to_string(kv_len));
+}
+
 std::size_t VideoMaskNode::hash() const {
   const VideoGeometry& g = info_.geometry;
   std::size_t h = hash_combine(kVideoTag, static_cast<std::uint64_t>(info_.kind));

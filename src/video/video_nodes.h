@@ -37,6 +37,7 @@ class VideoMaskNode final : public MaskNode {
   std::string to_string() const override;
   std::size_t hash() const override;
   bool equals(const MaskNode& other) const override;
+  void check_lengths(std::int64_t q_len, std::int64_t kv_len) const override;
 
   const VideoMaskInfo& info() const { return info_; }
 

@@ -176,7 +176,11 @@ VideoGeometry take_geometry(KeyValueList& items) {
   try {
     geometry.validate();
   } catch (const std::invalid_argument& e) {
-    items.fail(e.what());
+    // validate() already says "video geometry: "; the list adds its own context.
+    constexpr std::string_view kPrefix = "video geometry: ";
+    std::string_view message = e.what();
+    if (message.substr(0, kPrefix.size()) == kPrefix) message.remove_prefix(kPrefix.size());
+    items.fail(std::string(message));
   }
   return geometry;
 }

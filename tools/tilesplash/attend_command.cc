@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -23,6 +22,7 @@
 #include "report.h"
 #include "tilesplash/attention.h"
 #include "tilesplash/mask_spec.h"
+#include "tilesplash/output_set.h"
 #include "tilesplash/plan.h"
 #include "tilesplash/routing.h"
 #include "tilesplash/tensor_io.h"
@@ -71,13 +71,13 @@ OutputSpec parse_output(const std::string& spec, const std::string& option,
       "{}: expected path.npy, path.safetensors or path.safetensors:name, got '{}'", option, spec));
 }
 
-void write_output(const OutputSpec& spec, Tensor tensor) {
+void stage_output(OutputSet& outputs, const OutputSpec& spec, Tensor tensor) {
   if (!spec.tensor) {
-    write_npy(spec.path, tensor);
+    outputs.stage_npy(spec.path, tensor);
   } else {
     std::vector<std::pair<std::string, Tensor>> tensors;
     tensors.emplace_back(*spec.tensor, std::move(tensor));
-    write_safetensors(spec.path, tensors);
+    outputs.stage_safetensors(spec.path, tensors);
   }
 }
 
@@ -108,6 +108,15 @@ void run_attend(const AttendOptions& options) {
   const std::optional<OutputSpec> lse_spec =
       options.lse.empty() ? std::nullopt
                           : std::optional<OutputSpec>(parse_output(options.lse, "--lse", "lse"));
+  // No output may replace an input or another output, and every destination
+  // must be writable, before any work; all outputs are committed together.
+  OutputSet outputs;
+  outputs.add_input(tensor_spec_file(options.q), "--q");
+  outputs.add_input(tensor_spec_file(options.k), "--k");
+  outputs.add_input(tensor_spec_file(options.v), "--v");
+  outputs.add_output(out_spec.path, "--out");
+  if (lse_spec) outputs.add_output(lse_spec->path, "--lse");
+  if (!options.report.empty()) outputs.add_output(options.report, "--report");
   // Everything that can be checked is checked before any work starts.
   std::optional<Mask> mask;
   std::optional<VideoGeometry> geometry;
@@ -125,9 +134,11 @@ void run_attend(const AttendOptions& options) {
   const LayoutDims qd = layout_dims(q, layout, options.q);
   const LayoutDims kd = layout_dims(k, layout, options.k);
   const LayoutDims vd = layout_dims(v, layout, options.v);
-  if (geometry && (qd.len != geometry->tokens() || kd.len != geometry->tokens())) {
-    throw InputError(fmt::format("{}: --route {} needs {} tokens per head, the file has {}",
-                                 options.q, geometry->to_string(), geometry->tokens(), qd.len));
+  for (const auto& [file, len] : {std::pair{options.q, qd.len}, std::pair{options.k, kd.len}}) {
+    if (geometry && len != geometry->tokens()) {
+      throw InputError(fmt::format("{}: --route {} needs {} tokens per head, the file has {}", file,
+                                   geometry->to_string(), geometry->tokens(), len));
+    }
   }
   const DType out_dtype = options.out_dtype.empty() ? q.dtype : *parse_dtype(options.out_dtype);
   Tensor out = Tensor::zeros(out_dtype, layout_shape(layout, {qd.batch, qd.heads, qd.len, vd.dim}));
@@ -217,15 +228,14 @@ void run_attend(const AttendOptions& options) {
   progress.finish();
   record["seconds"] = std::chrono::duration<double>(Clock::now() - start).count();
 
-  write_output(out_spec, std::move(out));
-  if (lse_spec) write_output(*lse_spec, std::move(lse));
+  stage_output(outputs, out_spec, std::move(out));
+  if (lse_spec) stage_output(outputs, *lse_spec, std::move(lse));
   if (!options.report.empty()) {
     nlohmann::ordered_json report = record;
     report["heads_table"] = head_rows;
-    std::ofstream file(options.report);
-    file << report.dump(2) << '\n';
-    if (!file) throw std::runtime_error(fmt::format("{}: cannot write the report", options.report));
+    outputs.stage(options.report, report.dump(2) + "\n");
   }
+  outputs.commit();
   if (options.quiet) return;
   if (options.json) {
     if (!head_rows.empty()) record["heads_table"] = std::move(head_rows);
@@ -260,7 +270,9 @@ Command add_attend_command(CLI::App& parent) {
                   "'out')")
       ->required()
       ->type_name("FILE");
-  app->add_option("--lse", options->lse, "Also write the log-sum-exp (f32)")->type_name("FILE");
+  app->add_option("--lse", options->lse, "Also write the log-sum-exp (f32)")
+      ->type_name("FILE")
+      ->check(non_empty("a file path"));
   app->add_option("--layout", options->layout, "hnd [H,N,d], bhnd [B,H,N,d] or bnhd [B,N,H,d]")
       ->capture_default_str()
       ->check(CLI::IsMember({"hnd", "bhnd", "bnhd"}));
@@ -273,15 +285,16 @@ Command add_attend_command(CLI::App& parent) {
                       "Route each head spatial/temporal on this video shape: a preset name or\n"
                       "frames=F,height=h,width=w[,text=T,text_at=before|after]")
           ->type_name("GEOMETRY_OR_PRESET")
+          ->check(non_empty("a preset name or frames=F,height=h,width=w"))
           ->excludes(mask);
   app->add_option("--density", options->density, "With --route: target mask density, in (0, 1]")
       ->capture_default_str()
       ->type_name("S")
-      ->check(CLI::Range(1e-9, 1.0))
+      ->transform(number_in(0.0, 1.0, true))
       ->needs(route);
   app->add_option("--scale", options->scale, "Softmax scale (default 1/sqrt(d))")
       ->type_name("X")
-      ->check(CLI::PositiveNumber);
+      ->transform(number_in(0.0, HUGE_VAL, true));
   app->add_option("--block-q", options->block_q, "Query rows per tile: 1 to 4096")
       ->type_name("BQ")
       ->capture_default_str()
@@ -297,7 +310,8 @@ Command add_attend_command(CLI::App& parent) {
       ->type_name("DTYPE")
       ->check(dtype_name());
   app->add_option("--report", options->report, "Write a JSON report (per-head table with --route)")
-      ->type_name("FILE.json");
+      ->type_name("FILE.json")
+      ->check(non_empty("a file path"));
   app->add_flag("--json", options->json, "Print one JSON object instead of a table");
   app->add_flag("--quiet", options->quiet, "No progress bar and no summary");
   return {app, [options] { run_attend(*options); }};

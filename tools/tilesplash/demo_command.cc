@@ -25,6 +25,7 @@
 #include "report.h"
 #include "tile_png.h"
 #include "tilesplash/attention.h"
+#include "tilesplash/output_set.h"
 #include "tilesplash/plan.h"
 #include "tilesplash/routing.h"
 #include "tilesplash/video.h"
@@ -115,7 +116,20 @@ void run_demo(const DemoOptions& options) {
   const int threads = options.threads > 0
                           ? static_cast<int>(options.threads)
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (!options.png_dir.empty()) std::filesystem::create_directories(options.png_dir);
+  const std::string png_path =
+      options.png_dir.empty() ? std::string()
+                              : (std::filesystem::path(options.png_dir) / "band-plan.png").string();
+  OutputSet outputs;  // checks the destination before any work
+  if (!png_path.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(options.png_dir, error);
+    if (error) {
+      throw std::invalid_argument(
+          fmt::format("--png: cannot create directory '{}' ({}); expected a writable directory",
+                      options.png_dir, error.message()));
+    }
+    outputs.add_output(png_path, "--png");
+  }
 
   Progress progress("demo", 2 * heads + 1, progress_wanted(options.quiet));
   progress.set_detail("generating the workload");
@@ -226,9 +240,8 @@ void run_demo(const DemoOptions& options) {
     const VideoRunMasks masks =
         video_run_masks(VideoMaskKind::kSpatial, geometry, attention.band(), {});
     const TilePlan band_plan = TilePlan::build(masks.band, n, n, attention_options.blocks);
-    const std::string path = (std::filesystem::path(options.png_dir) / "band-plan.png").string();
-    write_png(path, render_tile_map(band_plan, {1024, geometry}));
-    record["png"] = nlohmann::ordered_json::array({path});
+    write_png(png_path, render_tile_map(band_plan, {1024, geometry}));
+    record["png"] = nlohmann::ordered_json::array({png_path});
   }
   progress.finish();
 
@@ -265,7 +278,8 @@ Command add_demo_command(CLI::App& parent) {
       ->type_name("NAME");
   app->add_option("--geometry", options->geometry,
                   "Override the preset's shape: frames=F,height=h,width=w[,text=T,text_at=...]")
-      ->type_name("GEOM");
+      ->type_name("GEOM")
+      ->check(non_empty("frames=F,height=h,width=w"));
   app->add_option("--heads", options->heads, "Heads to generate and run")
       ->type_name("H")
       ->capture_default_str()
@@ -273,7 +287,7 @@ Command add_demo_command(CLI::App& parent) {
   app->add_option("--density", options->density, "Target density of the masks, in (0, 1]")
       ->type_name("S")
       ->capture_default_str()
-      ->check(CLI::Range(1e-9, 1.0));
+      ->transform(number_in(0.0, 1.0, true));
   app->add_option("--threads", options->threads, "Worker threads (default: all hardware threads)")
       ->type_name("T")
       ->transform(integer_in(1, 4096));
@@ -282,7 +296,8 @@ Command add_demo_command(CLI::App& parent) {
       ->capture_default_str()
       ->transform(integer_in(0, std::numeric_limits<std::int64_t>::max()));
   app->add_option("--png", options->png_dir, "Write a picture of the band tile plan into DIR")
-      ->type_name("DIR");
+      ->type_name("DIR")
+      ->check(non_empty("a directory"));
   app->add_flag("--json", options->json, "Print one JSON object (with a heads_table array)");
   app->add_flag("--quiet", options->quiet, "No progress bar and no table");
   return {app, [options] { run_demo(*options); }};

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "commands.h"
+#include "tilesplash/output_set.h"
 #include "tilesplash/version.h"
 
 namespace {
@@ -45,6 +46,8 @@ int fail(int code, std::string_view message) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Ctrl-C or kill during a write must not leave "*.tmp.*" beside an output.
+  tilesplash::remove_temporaries_on_signals();
   CLI::App app{kDescription, "tilesplash"};
   app.set_version_flag("--version", tilesplash::kVersion);
   app.require_subcommand(0, 1);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -20,7 +21,37 @@ std::string describe_range(std::int64_t lo, std::int64_t hi, std::int64_t multip
   return fmt::format("an integer from {} to {}", lo, hi);
 }
 
+std::string describe_interval(double lo, double hi, bool lo_open) {
+  if (std::isinf(hi)) return fmt::format("a finite number {} {}", lo_open ? ">" : ">=", lo);
+  return fmt::format("a number in {}{}, {}]", lo_open ? "(" : "[", lo, hi);
+}
+
 }  // namespace
+
+CLI::Validator number_in(double lo, double hi, bool lo_open) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        double value = 0.0;
+        const char* end = text.data() + text.size();
+        const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+        const bool above = lo_open ? value > lo : value >= lo;
+        if (ec != std::errc() || ptr != end || !std::isfinite(value) || !above || value > hi) {
+          return fmt::format("expected {}, got '{}'", describe_interval(lo, hi, lo_open), text);
+        }
+        text = fmt::format("{}", value);
+        return {};
+      },
+      "");
+}
+
+CLI::Validator non_empty(const char* expected) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        if (!text.empty()) return {};
+        return fmt::format("expected {}, got ''", expected);
+      },
+      "");
+}
 
 CLI::Validator integer_in(std::int64_t lo, std::int64_t hi, std::int64_t multiple) {
   return CLI::Validator(

@@ -17,6 +17,7 @@
 #include "tile_png.h"
 #include "tilesplash/mask.h"
 #include "tilesplash/mask_spec.h"
+#include "tilesplash/output_set.h"
 #include "tilesplash/plan.h"
 #include "tilesplash/video.h"
 #include "video_plan.h"
@@ -66,6 +67,8 @@ void print_kinds_text(const TilePlan& plan, std::ostream& out) {
 }
 
 void run_plan(const PlanOptions& options) {
+  OutputSet outputs;  // checks the destination before any work
+  if (!options.png.empty()) outputs.add_output(options.png, "--png");
   const std::int64_t kv_len = options.kv_len > 0 ? options.kv_len : options.q_len;
   if (options.kinds) {
     const std::int64_t q_blocks = ceil_div(options.q_len, options.block_q);
@@ -166,7 +169,8 @@ Command add_plan_command(CLI::App& parent) {
                             kMaxKindsBlocks, kMaxKindsBlocks));
   app->add_option("--png", options->png,
                   "Also write a PNG of the tile map (empty grey, partial orange, full blue)")
-      ->type_name("FILE");
+      ->type_name("FILE")
+      ->check(non_empty("a file path"));
 
   return {app, [options] { run_plan(*options); }};
 }

@@ -291,7 +291,8 @@ Command add_route_command(CLI::App& parent) {
       ->type_name("NAME");
   app->add_option("--geometry", options->geometry,
                   "Custom shape: frames=F,height=h,width=w[,text=T,text_at=before|after]")
-      ->type_name("GEOM");
+      ->type_name("GEOM")
+      ->check(non_empty("frames=F,height=h,width=w"));
   app->add_option("--heads", options->heads, "Heads to generate and run")
       ->type_name("H")
       ->capture_default_str()
@@ -308,7 +309,7 @@ Command add_route_command(CLI::App& parent) {
                   "Target density of each mask (band, text and sink included), in (0, 1]")
       ->type_name("S")
       ->capture_default_str()
-      ->check(CLI::Range(1e-9, 1.0));
+      ->transform(number_in(0.0, 1.0, true));
   CLI::Option* band =
       app->add_option("--band", options->band, "Band half-width W in tokens (overrides --density)")
           ->type_name("W")
@@ -316,7 +317,7 @@ Command add_route_command(CLI::App& parent) {
   app->add_option("--band-frames", options->band_frames,
                   "Band half-width in frames, W = M * P (overrides --density)")
       ->type_name("M")
-      ->check(CLI::Range(0.0, 1e6))
+      ->transform(number_in(0.0, 1e6))
       ->excludes(band);
   app->add_flag("--sink", options->sink, "OR the first-frame sink into both masks");
   app->add_flag("--no-text-full", options->no_text_full,

@@ -13,6 +13,8 @@
 #include <memory>
 #include <stdexcept>
 
+#include "tilesplash/output_set.h"
+
 namespace tilesplash::cli {
 namespace {
 
@@ -168,15 +170,7 @@ void write_png(const std::string& path, const RgbImage& image) {
     throw std::runtime_error(fmt::format("{}: PNG encoding failed: {}", path, spng_strerror(err)));
   }
 
-  const std::string temp = fmt::format("{}.tmp.{}", path, getpid());
-  std::FILE* file = std::fopen(temp.c_str(), "wb");
-  if (file == nullptr) throw std::runtime_error(fmt::format("{}: cannot open for writing", path));
-  const bool written = std::fwrite(buffer, 1, size, file) == size;
-  const bool closed = std::fclose(file) == 0;
-  if (!written || !closed || std::rename(temp.c_str(), path.c_str()) != 0) {
-    std::remove(temp.c_str());
-    throw std::runtime_error(fmt::format("{}: cannot write the PNG file", path));
-  }
+  write_file_atomically(path, std::string_view(static_cast<const char*>(buffer), size));
 }
 
 }  // namespace tilesplash::cli

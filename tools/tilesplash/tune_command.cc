@@ -139,6 +139,7 @@ void print_text(const nlohmann::ordered_json& record, const TuneResult& result,
 void run_tune(const TuneCliOptions& options) {
   const Shape shape = shape_of(options);
   const DType dtype = *parse_dtype(options.dtype);
+  if (!options.no_store) TuningCache().check_writable();  // before minutes of timing
   TuneOptions tune;
   tune.heads = options.heads;
   tune.threads = static_cast<int>(options.threads);
@@ -256,7 +257,7 @@ Command add_tune_command(CLI::App& parent) {
                   "Target density of the preset's band mask, in (0, 1]")
       ->type_name("S")
       ->capture_default_str()
-      ->check(CLI::Range(1e-6, 1.0))
+      ->transform(number_in(0.0, 1.0, true))
       ->needs(preset);
   mask->needs(q_len);
   app->add_option("--head-dim", options->head_dim, "Head dimension: a multiple of 8 up to 256")
@@ -278,7 +279,7 @@ Command add_tune_command(CLI::App& parent) {
                   "Time for the sampled runs of all candidates (approximate)")
       ->type_name("X")
       ->capture_default_str()
-      ->check(CLI::Range(1e-3, 1e6));
+      ->transform(number_in(1e-3, 1e6));
   app->add_option("--repeats", options->repeats, "Timed runs per measurement; the minimum counts")
       ->type_name("R")
       ->capture_default_str()

@@ -1,0 +1,142 @@
+// The tuning cache under stress: concurrent writers in separate processes
+// must keep every entry (the read-modify-rename runs under an flock), and a
+// cache whose fields have the wrong JSON types is ignored with the usual
+// warning, in the library and through `bench` and `tune`.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "support/shell.h"
+#include "tilesplash/mask.h"
+#include "tilesplash/tuning.h"
+#include "tilesplash/version.h"
+
+namespace tilesplash {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TuningCacheRobust : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/tilesplash_cache_robust_XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    dir_ = dir;
+  }
+  void TearDown() override {
+    std::error_code ignored;
+    fs::remove_all(dir_, ignored);
+  }
+  fs::path dir_;
+};
+
+// Distinct ids give distinct keys: the thread count is part of the key, where
+// lengths only count by power of two.
+TuneKey key(int id) { return make_tune_key(Mask::causal(), 4096, 4096, 64, DType::kF32, id); }
+
+TEST_F(TuningCacheRobust, ConcurrentProcessesKeepEveryEntry) {
+  const fs::path path = dir_ / "sub" / "tuning.json";
+  constexpr int kProcesses = 4;
+  constexpr int kEntries = 25;
+  // Every child blocks on this pipe until the parent closes it, so that all
+  // writers start at once and their read-modify-rename cycles overlap.
+  int start[2];
+  ASSERT_EQ(::pipe(start), 0);
+  std::vector<pid_t> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      ::close(start[1]);
+      char byte;
+      while (::read(start[0], &byte, 1) > 0) {
+      }
+      int status = 0;
+      try {
+        const TuningCache cache(path);
+        for (int i = 0; i < kEntries; ++i) cache.store(key(1000 + p * 100 + i), {64, 64}, 1.0);
+      } catch (...) {
+        status = 1;
+      }
+      ::_exit(status);
+    }
+    children.push_back(child);
+  }
+  ::close(start[0]);
+  ::close(start[1]);
+  for (const pid_t child : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  }
+  const TuningCache cache(path);
+  int found = 0;
+  for (int p = 0; p < kProcesses; ++p) {
+    for (int i = 0; i < kEntries; ++i) found += cache.lookup(key(1000 + p * 100 + i)).has_value();
+  }
+  EXPECT_EQ(found, kProcesses * kEntries);
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(path.parent_path())) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"tuning.json", "tuning.json.lock"}));
+}
+
+// Every top-level field with a JSON type it must not have.
+const char* const kWrongTypes[] = {
+    R"({"format": 7, "version": 1, "library": "x", "entries": {}})",
+    R"({"format": "tilesplash-tuning-cache", "version": 1, "library": ["x"], "entries": {}})",
+    R"({"format": "tilesplash-tuning-cache", "version": "1", "library": 2, "entries": {}})",
+    R"({"format": null, "entries": {}})",
+};
+
+TEST_F(TuningCacheRobust, WrongJsonTypesAreIgnoredNotThrown) {
+  const fs::path path = dir_ / "tuning.json";
+  for (const char* text : kWrongTypes) {
+    SCOPED_TRACE(text);
+    std::ofstream(path) << text;
+    const TuningCache cache(path);
+    std::optional<BlockSizes> found;
+    EXPECT_NO_THROW(found = cache.lookup(key(4096)));
+    EXPECT_FALSE(found);
+    EXPECT_NO_THROW(cache.store(key(4096), {64, 128}, 1.0));  // replaces the corrupt file
+    EXPECT_EQ(cache.lookup(key(4096)), (BlockSizes{64, 128}));
+  }
+}
+
+#ifdef TILESPLASH_CLI_PATH
+TEST_F(TuningCacheRobust, CliWarnsAboutWrongTypesAndCarriesOn) {
+  fs::create_directories(dir_ / "tilesplash");
+  const std::string env = "XDG_CACHE_HOME=" + dir_.string() + " ";
+  const std::string err = (dir_ / "err.txt").string();
+  const std::string commands[] = {
+      "bench --mask causal --q-len 128 --head-dim 16 --dtype f32 --heads 1 --repeats 1 --json",
+      "tune --mask causal --q-len 128 --head-dim 16 --dtype f32 --heads 1 --budget-seconds 0.2 "
+      "--json",
+  };
+  for (const std::string& command : commands) {
+    SCOPED_TRACE(command);
+    std::ofstream(dir_ / "tilesplash" / "tuning.json") << kWrongTypes[0];
+    const test::ShellResult r =
+        test::run_shell(env + TILESPLASH_CLI_PATH + " " + command + " >/dev/null 2>" + err);
+    std::ifstream in(err);
+    const std::string message{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    EXPECT_EQ(r.exit_code, 0) << message;
+    EXPECT_NE(message.find("tilesplash: warning: tuning cache " + dir_.string()), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("is corrupt; ignored"), std::string::npos) << message;
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace tilesplash
