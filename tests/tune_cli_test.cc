@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "support/scratch_dir.h"
 #include "support/shell.h"
 
 namespace {
@@ -28,18 +29,8 @@ struct RunResult {
   std::string err;
 };
 
-class TuneCli : public ::testing::Test {
+class TuneCli : public tilesplash::test::ScratchDirTest {
  protected:
-  void SetUp() override {
-    char dir[] = "/tmp/tilesplash_tune_cli_XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    dir_ = dir;
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    fs::remove_all(dir_, ignored);
-  }
-
   // Runs the CLI with `args` (already shell-quoted) and XDG_CACHE_HOME in the
   // test's directory; stdout through the pipe, stderr through a file.
   RunResult run(const std::string& args) const {
@@ -56,8 +47,6 @@ class TuneCli : public ::testing::Test {
   }
 
   fs::path cache_file() const { return dir_ / "cache" / "tilesplash" / "tuning.json"; }
-
-  fs::path dir_;
 };
 
 constexpr const char* kTuneArgs =

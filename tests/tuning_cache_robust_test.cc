@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "support/scratch_dir.h"
 #include "support/shell.h"
 #include "tilesplash/mask.h"
 #include "tilesplash/tuning.h"
@@ -24,19 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TuningCacheRobust : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char dir[] = "/tmp/tilesplash_cache_robust_XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    dir_ = dir;
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    fs::remove_all(dir_, ignored);
-  }
-  fs::path dir_;
-};
+class TuningCacheRobust : public test::ScratchDirTest {};
 
 // Distinct ids give distinct keys: the thread count is part of the key, where
 // lengths only count by power of two.

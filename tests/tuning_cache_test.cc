@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "support/scratch_dir.h"
 #include "tilesplash/mask.h"
 #include "tilesplash/tuning.h"
 #include "tilesplash/version.h"
@@ -21,12 +22,11 @@ namespace {
 namespace fs = std::filesystem;
 
 // A fresh XDG_CACHE_HOME for one test, restored and removed afterwards.
-class TempCacheHome : public ::testing::Test {
+class TempCacheHome : public test::ScratchDirTest {
  protected:
   void SetUp() override {
-    char dir[] = "/tmp/tilesplash_tuning_test_XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    dir_ = dir;
+    ScratchDirTest::SetUp();
+    if (HasFatalFailure()) return;
     if (const char* old = std::getenv("XDG_CACHE_HOME")) old_ = old;
     ASSERT_EQ(setenv("XDG_CACHE_HOME", dir_.c_str(), 1), 0);
   }
@@ -36,8 +36,7 @@ class TempCacheHome : public ::testing::Test {
     } else {
       unsetenv("XDG_CACHE_HOME");
     }
-    std::error_code ignored;
-    fs::remove_all(dir_, ignored);
+    ScratchDirTest::TearDown();
   }
 
   static void write_file(const fs::path& path, const std::string& text) {
@@ -50,7 +49,6 @@ class TempCacheHome : public ::testing::Test {
     return make_tune_key(mask, len, len, d, dtype, threads);
   }
 
-  fs::path dir_;
   std::optional<std::string> old_;
 };
 
