@@ -2,30 +2,53 @@
 // VideoAttention takes Q, K and V of every head of one layer in the original
 // (frame-major) token order, plus the layer and denoising-step indices, and
 // returns the attention output (and LSE) with a report per head. Each head
-// runs dense (warm-up layers and steps), spatial or temporal; the router picks
-// between the last two by sampling a few video query rows, computing their
-// exact attention under the dense, spatial and temporal masks, and keeping the
-// mask whose output is closer to dense (DESIGN §6). Spatial heads run as they
-// are; temporal heads are permuted to token-major order and back, so both
-// kinds execute one shared band plan, and the sink runs as its own key
-// segment merged through the LSEs. The output equals masked attention with
-// each head's chosen mask applied on the original order.
+// runs dense (warm-up layers and steps) or one of a list of named candidate
+// masks (candidates.h); the router picks per head by sampling a few video
+// query rows, computing their exact attention under the dense mask and every
+// candidate, and keeping the candidate whose output is closest to dense
+// (smallest MSE, DESIGN §6), optionally among those within a density budget.
+// The default list is Sparse VideoGen's spatial and temporal pair on one band.
+// Each candidate runs in its own row order (temporal heads token-major, STA
+// tile-major) with Q/K/V permuted in and the output permuted back, plus the
+// sink as its own key segment merged through the LSEs. The output equals
+// masked attention with each head's mask applied on the original order.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tilesplash/attention.h"
+#include "tilesplash/candidates.h"
 #include "tilesplash/plan.h"
 #include "tilesplash/video.h"
 
 namespace tilesplash {
 
-enum class HeadMask : std::uint8_t { kDense, kSpatial, kTemporal };
-std::string_view to_string(HeadMask mask);  // "dense", "spatial", "temporal"
+// The name of the mask a head runs: "dense" or a candidate's name ("spatial",
+// "temporal", ...). The constants name dense and the Sparse VideoGen pair,
+// which every front door knows.
+class HeadMask {
+ public:
+  HeadMask() = default;  // dense
+  explicit HeadMask(std::string name) : name_(std::move(name)) {}
+  static const HeadMask kDense;
+  static const HeadMask kSpatial;
+  static const HeadMask kTemporal;
+  const std::string& name() const { return name_; }
+  friend bool operator==(const HeadMask&, const HeadMask&) = default;
+
+ private:
+  std::string name_ = "dense";
+};
+inline const HeadMask HeadMask::kDense{"dense"};
+inline const HeadMask HeadMask::kSpatial{"spatial"};
+inline const HeadMask HeadMask::kTemporal{"temporal"};
+inline std::string_view to_string(const HeadMask& mask) { return mask.name(); }
 
 // Dense attention for layers [0, dense_layers) and steps [0, dense_steps):
 // Sparse VideoGen keeps the first layer(s) and the first 10-20% of the
@@ -44,30 +67,41 @@ struct RouterOptions {
 };
 
 struct VideoAttentionOptions {
-  // The band half-width W in tokens; when unset, the band whose spatial and
-  // temporal masks (sink and text areas included) average closest to density.
+  // The heads' choices; names must be unique and not "dense". Empty: Sparse
+  // VideoGen's spatial and temporal masks on the band below (method "svg").
+  std::vector<MaskCandidate> candidates;
+  // The band half-width W in tokens of the default candidates; when unset,
+  // the band whose spatial and temporal masks (sink and text areas included)
+  // average closest to density.
   std::optional<std::int64_t> band;
   double density = 0.25;  // in (0, 1]; used only without band
-  bool sink = false;      // OR the first-frame sink into both masks
+  bool sink = false;      // OR the first-frame sink into both default masks
   bool text_full = true;  // text rows and columns attend everything (no effect without text)
+  // Route only among candidates of density <= budget (the least dense one
+  // when none is); unset: every candidate.
+  std::optional<double> density_budget;
   WarmupPolicy warmup;
   RouterOptions router;
-  std::optional<HeadMask> force;  // every head runs this mask, no routing (benchmarks)
-  BlockSizes blocks;              // tiles of the band, sink and dense plans
-  int threads = 0;                // 0: all hardware threads
-  std::optional<float> scale;     // default 1 / sqrt(head_dim)
-  bool check_finite = true;       // reject NaN / Inf in Q, K, V
+  // Every head runs this mask, no routing (benchmarks): dense or a candidate.
+  std::optional<HeadMask> force;
+  BlockSizes blocks;           // tiles of the band, sink and dense plans
+  int threads = 0;             // 0: all hardware threads
+  std::optional<float> scale;  // default 1 / sqrt(head_dim)
+  bool check_finite = true;    // reject NaN / Inf in Q, K, V
 };
 
 struct HeadReport {
   std::int64_t head = 0;
   HeadMask choice = HeadMask::kDense;
-  bool routed = false;           // false for warm-up or forced heads
-  double mse_spatial = 0.0;      // NaN when not routed
-  double mse_temporal = 0.0;     // NaN when not routed
-  double density = 1.0;          // of the mask the head ran with, over tokens x tokens
-  double seconds = 0.0;          // this head's attention: permutation, kernel calls, merge
-  double permute_seconds = 0.0;  // of which permutation (temporal heads only)
+  bool routed = false;  // false for warm-up or forced heads
+  // Sampled MSE against dense of every candidate, in VideoAttention::
+  // candidates() order; empty when not routed.
+  std::vector<double> mse;
+  double mse_spatial = 0.0;   // mse of the candidate named "spatial"; NaN when none or not routed
+  double mse_temporal = 0.0;  // likewise for "temporal"
+  double density = 1.0;       // of the mask the head ran with, over tokens x tokens
+  double seconds = 0.0;       // this head's attention: permutation, kernel calls, merge
+  double permute_seconds = 0.0;  // of which permutation (heads run in another order)
 };
 
 struct LayerReport {
@@ -81,11 +115,13 @@ struct LayerReport {
   double total_seconds = 0.0;
 };
 
-// MSEs of the sampled rows' spatial and temporal outputs against dense.
+// MSEs of the sampled rows' outputs under every candidate against dense.
 struct RouteDecision {
-  HeadMask choice = HeadMask::kSpatial;  // the smaller MSE; spatial on a tie
-  double mse_spatial = 0.0;
-  double mse_temporal = 0.0;
+  HeadMask choice;            // the smallest MSE within the budget; the first on a tie
+  std::size_t index = 0;      // of the choice in VideoAttention::candidates()
+  std::vector<double> mse;    // per candidate
+  double mse_spatial = 0.0;   // of "spatial"; NaN when there is none
+  double mse_temporal = 0.0;  // of "temporal"; NaN when there is none
 };
 
 // Owns its kernel runner, thread pool, plan cache and scratch buffers: one
@@ -101,9 +137,12 @@ class VideoAttention {
 
   const VideoGeometry& geometry() const;
   const VideoAttentionOptions& options() const;
-  std::int64_t band() const;  // W, resolved from options.band or options.density
-  // The mask a head with this choice runs, on the original order.
-  Mask mask(HeadMask choice) const;
+  std::int64_t band() const;  // W of the default candidates, from options.band or options.density
+  // options.candidates, or the default spatial and temporal pair.
+  const std::vector<MaskCandidate>& candidates() const;
+  // The mask a head with this choice ran, on the original order. Throws
+  // std::invalid_argument for a name that is neither dense nor a candidate.
+  Mask mask(const HeadMask& choice) const;
 
   // args: q, k [heads, tokens, d], v [heads, tokens, dv], out [heads, tokens,
   // dv] (f32 or the input dtype), lse (heads * tokens floats) or null; all in

@@ -3,19 +3,18 @@
 // terms take bare flags (sink, text_full) that its key=value reader does not.
 #pragma once
 
+#include <optional>
 #include <string_view>
 
 #include "tilesplash/mask.h"
 
 namespace tilesplash::detail {
 
-// True for "spatial" and "temporal".
-bool is_video_mask_name(std::string_view name);
-
-// `params` is the text after the ':': GEOM,BAND[,sink][,text_full] with GEOM
+// `name` is spatial or temporal, `params` the text after the ':' (nullopt
+// without one): GEOM,BAND[,sink][,text_full] with GEOM
 // preset=NAME or frames=F,height=h,width=w[,text=T,text_at=before|after] and
 // BAND one of band=W, band_frames=M or density=S. Throws
 // std::invalid_argument("mask spec: <name>: ...").
-Mask parse_video_mask(std::string_view name, std::string_view params);
+Mask parse_video_mask(std::string_view name, std::optional<std::string_view> params);
 
 }  // namespace tilesplash::detail
