@@ -89,10 +89,12 @@ struct MethodOptions {
 // The candidate list of a method, every candidate matched to options.density:
 //   "svg"      spatial and temporal on one band (Sparse VideoGen; the default)
 //   "spatial", "temporal"  one of the two, each on its own closest band
+//   "radial"   the Radial Attention mask (radial.h), decay chosen for the
+//              density (text kept whole whatever text_full says)
 // Throws std::invalid_argument naming the valid methods.
 std::vector<MaskCandidate> method_candidates(std::string_view method, const VideoGeometry& geometry,
                                              const MethodOptions& options = {});
-std::span<const std::string_view> method_names();  // svg, spatial, temporal
+std::span<const std::string_view> method_names();  // svg, spatial, temporal, radial
 
 // How `mask` executes when it runs alone (e.g. from a SPEC): as the front
 // door runs it for the video masks (temporal in token-major order, the sink

@@ -56,6 +56,7 @@ constexpr std::array kFamilies = {
     MaskFamily{"random", parse_random, nullptr},
     MaskFamily{"spatial", nullptr, parse_video_mask},
     MaskFamily{"temporal", nullptr, parse_video_mask},
+    MaskFamily{"radial", nullptr, parse_radial_mask},
 };
 
 }  // namespace

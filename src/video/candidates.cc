@@ -6,17 +6,26 @@
 #include <string>
 
 #include "tilesplash/plan.h"
+#include "tilesplash/radial.h"
 
 namespace tilesplash {
 namespace {
 
-constexpr std::array<std::string_view, 3> kMethods = {"svg", "spatial", "temporal"};
+constexpr std::array<std::string_view, 4> kMethods = {"svg", "spatial", "temporal", "radial"};
 
 void check_density(double density) {
   if (!(density > 0.0 && density <= 1.0)) {
     throw std::invalid_argument("method_candidates: options.density must be in (0, 1], got " +
                                 std::to_string(density));
   }
+}
+
+// Radial keeps text whole and has no band: its decay meets the density.
+MaskCandidate radial_for_density(const VideoGeometry& geometry, const MethodOptions& options) {
+  RadialOptions radial;
+  radial.sink = options.sink;
+  radial.decay = radial_decay_for_density(geometry, options.density, radial);
+  return radial_candidate(geometry, radial);
 }
 
 }  // namespace
@@ -63,6 +72,8 @@ std::vector<MaskCandidate> method_candidates(std::string_view method, const Vide
   } else if (method == "spatial" || method == "temporal") {
     list.push_back(band_candidate(
         method == "spatial" ? VideoMaskKind::kSpatial : VideoMaskKind::kTemporal, false));
+  } else if (method == "radial") {
+    list.push_back(radial_for_density(geometry, options));
   } else {
     std::string names;
     for (std::size_t i = 0; i < kMethods.size(); ++i) {

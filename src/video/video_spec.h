@@ -1,6 +1,6 @@
-// The mask SPEC hook for the video terms. The core SPEC parser hands the
-// parameter text of a `spatial:` or `temporal:` term here whole, because these
-// terms take bare flags (sink, text_full) that its key=value reader does not.
+// The mask SPEC hooks for the video terms. The core SPEC parser hands the
+// parameter text of a video term here whole, because these terms take bare
+// flags (sink, text_full) that its key=value reader does not.
 #pragma once
 
 #include <optional>
@@ -16,5 +16,9 @@ namespace tilesplash::detail {
 // BAND one of band=W, band_frames=M or density=S. Throws
 // std::invalid_argument("mask spec: <name>: ...").
 Mask parse_video_mask(std::string_view name, std::optional<std::string_view> params);
+
+// `radial:GEOM,decay=D|density=S[,block=B][,sink]` (radial.h); density picks
+// the decay whose mask comes closest to it.
+Mask parse_radial_mask(std::string_view name, std::optional<std::string_view> params);
 
 }  // namespace tilesplash::detail
