@@ -230,7 +230,8 @@ TEST(MethodCandidates, SvgIsTheDefaultPairOnOneBand) {
     EXPECT_EQ(svg[i].mask, attention.candidates()[i].mask);
     EXPECT_EQ(svg[i].run.mask, attention.candidates()[i].run.mask);
   }
-  for (const std::string_view name : method_names()) {
+  // (radial and sta have floors and steps far above 0.3 on so small a canvas)
+  for (const std::string_view name : {"svg", "spatial", "temporal"}) {
     for (const MaskCandidate& c : method_candidates(name, g, {0.3})) {
       EXPECT_NEAR(c.density, 0.3, 0.15) << name << " " << c.name;
     }

@@ -3,9 +3,12 @@
 // bit lengths counted by a loop and L(d) as a power, for brute-force checks.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <vector>
 
 #include "tilesplash/mask.h"
 #include "video_test_util.h"
@@ -48,6 +51,58 @@ struct RefRadial {
   double decay;
   std::int64_t block;
   bool sink;
+};
+
+struct RefSta {
+  RefSta(const VideoGeometry& g, std::array<std::int64_t, 3> tile,
+         std::array<std::int64_t, 3> window)
+      : video(g), dims{g.frames, g.height, g.width}, tile(tile), window(window) {}
+
+  std::array<std::int64_t, 3> coords(std::int64_t n) const {  // (f, y, x) of a video token
+    const std::int64_t p = video.patch(n);
+    return {video.frame(n), p / dims[2], p % dims[2]};
+  }
+  bool dimension_keeps(int d, std::int64_t q, std::int64_t k) const {
+    const std::int64_t count = (dims[d] + tile[d] - 1) / tile[d];
+    if (window[d] >= count) return true;
+    const std::int64_t half = window[d] / 2;
+    const std::int64_t centre = std::min(std::max(q, half), count - 1 - half);
+    return std::llabs(centre - k) <= half;
+  }
+  bool keeps(std::int64_t q, std::int64_t k) const {
+    if (q < 0 || k < 0 || q >= video.tokens || k >= video.tokens) return false;
+    if (video.text_token(q) || video.text_token(k)) return true;
+    const auto a = coords(q), b = coords(k);
+    for (int d = 0; d < 3; ++d) {
+      if (!dimension_keeps(d, a[d] / tile[d], b[d] / tile[d])) return false;
+    }
+    return true;
+  }
+  // Tile-major order: tiles in raster order, raster order inside, text last.
+  std::vector<std::int64_t> tile_major() const {
+    std::vector<std::int64_t> order;
+    const std::int64_t first = video.first;
+    for (std::int64_t a = 0; a * tile[0] < dims[0]; ++a) {
+      for (std::int64_t b = 0; b * tile[1] < dims[1]; ++b) {
+        for (std::int64_t c = 0; c * tile[2] < dims[2]; ++c) {
+          for (std::int64_t f = a * tile[0]; f < std::min(dims[0], (a + 1) * tile[0]); ++f) {
+            for (std::int64_t y = b * tile[1]; y < std::min(dims[1], (b + 1) * tile[1]); ++y) {
+              for (std::int64_t x = c * tile[2]; x < std::min(dims[2], (c + 1) * tile[2]); ++x) {
+                order.push_back(first + (f * dims[1] + y) * dims[2] + x);
+              }
+            }
+          }
+        }
+      }
+    }
+    for (std::int64_t n = 0; n < video.tokens; ++n) {
+      if (video.text_token(n)) order.push_back(n);
+    }
+    return order;
+  }
+
+  RefVideo video;
+  std::array<std::int64_t, 3> dims, tile, window;
 };
 
 // Kind of the tile rows x cols under any predicate, by visiting every pair.

@@ -7,8 +7,8 @@
 // of the band masks) merged exactly through the log-sum-exps. The output rows
 // are scattered back, so a head's result is plain masked attention under the
 // candidate's mask whatever its run order. method_candidates() names the lists
-// behind each method ("svg" = spatial and temporal), so a binding passes a
-// name, never builds masks itself.
+// behind each method ("svg" = spatial and temporal, "radial", "sta", "mix"),
+// so a binding passes a name, never builds masks itself.
 #pragma once
 
 #include <cstdint>
@@ -91,14 +91,22 @@ struct MethodOptions {
 //   "spatial", "temporal"  one of the two, each on its own closest band
 //   "radial"   the Radial Attention mask (radial.h), decay chosen for the
 //              density (text kept whole whatever text_full says)
-// Throws std::invalid_argument naming the valid methods.
+//   "sta"      sliding-tile windows (sta.h, tiles 6 x 8 x 8): one per
+//              temporal window width, each with the spatial window closest
+//              to the density; the router picks one per head (no sink, text
+//              kept whole)
+//   "mix"      all of the above: spatial and temporal (each on its own
+//              band), radial and the sta windows
+// Throws std::invalid_argument naming the valid methods. ("svg2" is no
+// candidate list: its masks come from each head's data, see clusters.h.)
 std::vector<MaskCandidate> method_candidates(std::string_view method, const VideoGeometry& geometry,
                                              const MethodOptions& options = {});
-std::span<const std::string_view> method_names();  // svg, spatial, temporal, radial
+// svg, spatial, temporal, radial, sta, mix
+std::span<const std::string_view> method_names();
 
 // How `mask` executes when it runs alone (e.g. from a SPEC): as the front
-// door runs it for the video masks (temporal in token-major order, the sink
-// as its own segment), everything else as it is. Throws
+// door runs it for the video masks (temporal in token-major order with the
+// sink as its own segment, sta in tile-major order), everything else as it is. Throws
 // std::invalid_argument when a video mask's token count differs from `tokens`.
 MaskRun mask_run(const Mask& mask, std::int64_t tokens);
 

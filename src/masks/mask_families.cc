@@ -57,6 +57,7 @@ constexpr std::array kFamilies = {
     MaskFamily{"spatial", nullptr, parse_video_mask},
     MaskFamily{"temporal", nullptr, parse_video_mask},
     MaskFamily{"radial", nullptr, parse_radial_mask},
+    MaskFamily{"sta", nullptr, parse_sta_mask},
 };
 
 }  // namespace

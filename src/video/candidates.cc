@@ -7,11 +7,14 @@
 
 #include "tilesplash/plan.h"
 #include "tilesplash/radial.h"
+#include "tilesplash/sta.h"
+#include "video/video_candidates.h"
 
 namespace tilesplash {
 namespace {
 
-constexpr std::array<std::string_view, 4> kMethods = {"svg", "spatial", "temporal", "radial"};
+constexpr std::array<std::string_view, 6> kMethods = {"svg",    "spatial", "temporal",
+                                                      "radial", "sta",     "mix"};
 
 void check_density(double density) {
   if (!(density > 0.0 && density <= 1.0)) {
@@ -74,6 +77,15 @@ std::vector<MaskCandidate> method_candidates(std::string_view method, const Vide
         method == "spatial" ? VideoMaskKind::kSpatial : VideoMaskKind::kTemporal, false));
   } else if (method == "radial") {
     list.push_back(radial_for_density(geometry, options));
+  } else if (method == "sta") {
+    list = detail::sta_for_density(geometry, options);
+  } else if (method == "mix") {
+    list.push_back(band_candidate(VideoMaskKind::kSpatial, false));
+    list.push_back(band_candidate(VideoMaskKind::kTemporal, false));
+    list.push_back(radial_for_density(geometry, options));
+    for (MaskCandidate& sta : detail::sta_for_density(geometry, options)) {
+      list.push_back(std::move(sta));
+    }
   } else {
     std::string names;
     for (std::size_t i = 0; i < kMethods.size(); ++i) {
@@ -89,6 +101,9 @@ MaskRun mask_run(const Mask& mask, std::int64_t tokens) {
   mask.check_lengths(tokens, tokens);
   if (const std::optional<VideoMaskInfo> info = video_mask_info(mask)) {
     return video_candidate(info->kind, info->geometry, info->band, info->options).run;
+  }
+  if (const std::optional<StaMaskInfo> info = sta_mask_info(mask)) {
+    return sta_run(info->geometry, info->options);
   }
   return MaskRun{RowOrder(), mask, std::nullopt};
 }

@@ -21,4 +21,7 @@ Mask parse_video_mask(std::string_view name, std::optional<std::string_view> par
 // the decay whose mask comes closest to it.
 Mask parse_radial_mask(std::string_view name, std::optional<std::string_view> params);
 
+// `sta:GEOM,[tile=TTxTHxTW,]window=KTxKHxKW` (sta.h; tile defaults to 6x8x8).
+Mask parse_sta_mask(std::string_view name, std::optional<std::string_view> params);
+
 }  // namespace tilesplash::detail

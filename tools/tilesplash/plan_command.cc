@@ -19,6 +19,7 @@
 #include "tilesplash/mask_spec.h"
 #include "tilesplash/output_set.h"
 #include "tilesplash/plan.h"
+#include "tilesplash/radial.h"
 #include "tilesplash/video.h"
 #include "video_plan.h"
 
@@ -111,6 +112,7 @@ void run_plan(const PlanOptions& options) {
     const std::optional<VideoMaskInfo> info = video_mask_info(mask);
     TileMapOptions png_options;
     if (info && info->kind == VideoMaskKind::kSpatial) png_options.geometry = info->geometry;
+    if (const auto radial = radial_mask_info(mask)) png_options.geometry = radial->geometry;
     write_png(options.png, render_tile_map(plan, png_options));
     record["png"] = options.png;
   }

@@ -6,12 +6,29 @@
 #include <optional>
 #include <stdexcept>
 
+#include "tilesplash/radial.h"
+#include "tilesplash/sta.h"
 #include "tilesplash/video.h"
 
 namespace tilesplash::cli {
 
 Mask plan_mask_for(const Mask& mask, std::int64_t q_len, std::int64_t kv_len, BlockSizes blocks,
                    nlohmann::ordered_json& record) {
+  if (const std::optional<RadialMaskInfo> radial = radial_mask_info(mask)) {
+    record["block_vote_density"] = radial_block_density(radial->geometry, radial->options);
+  }
+  if (const std::optional<StaMaskInfo> sta = sta_mask_info(mask)) {
+    mask.check_lengths(q_len, kv_len);
+    const MaskRun run = mask_run(mask, q_len);
+    record["plan_order"] = std::string(run.order.name());
+    record["plan_note"] =
+        "sta mask: the plan shown is in tile-major order (Q/K/V permuted, text after the video), "
+        "where every key tile is a run of keys";
+    record["plan_mask"] = run.mask.to_string();
+    record["mask_kept_pairs"] = sta_kept_pairs(sta->geometry, sta->options);
+    record["mask_density"] = sta_density(sta->geometry, sta->options);
+    return run.mask;
+  }
   const std::optional<VideoMaskInfo> info = video_mask_info(mask);
   if (!info || info->kind != VideoMaskKind::kTemporal) return mask;
   const std::int64_t n = info->geometry.tokens();

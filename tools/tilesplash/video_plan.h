@@ -2,7 +2,9 @@
 // the temporal mask on the original frame-major order, but it never runs in
 // that order: Q/K/V are permuted to token-major, where it is the band that
 // spatial heads share, and the sink runs as a separate key segment. So `plan`
-// builds that band and says so, with the sink segment's counts alongside.
+// builds that band and says so, with the sink segment's counts alongside. A
+// sliding-tile (sta) mask likewise runs, and is shown, in tile-major order; a
+// radial mask adds the density of the paper's block vote.
 #pragma once
 
 #include <cstdint>
@@ -13,8 +15,9 @@
 
 namespace tilesplash::cli {
 
-// The mask to plan: the token-major band for a temporal video mask (which
-// needs q_len == kv_len == its token count), else `mask` itself. Adds the
+// The mask to plan: the token-major band for a temporal video mask, the
+// tile-major mask for an sta mask (both need q_len == kv_len == their token
+// count), else `mask` itself. Adds the
 // fields that explain the substitution to `record` (scalars only).
 Mask plan_mask_for(const Mask& mask, std::int64_t q_len, std::int64_t kv_len, BlockSizes blocks,
                    nlohmann::ordered_json& record);
