@@ -17,6 +17,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tilesplash/mask.h"
@@ -57,11 +58,19 @@ struct KeySegment {
   std::int64_t stride = 1;
 };
 
-// How a candidate executes on a sequence of geometry.tokens() rows.
+// How a mask executes on a sequence of geometry.tokens() rows.
 struct MaskRun {
-  RowOrder order;  // Q, K and V rows are gathered into this order
-  Mask mask;       // over run-order indices, tokens x tokens
+  MaskRun(RowOrder order, Mask mask, std::optional<KeySegment> extra = std::nullopt,
+          std::optional<RowOrder> kv_order = std::nullopt)
+      : order(std::move(order)),
+        mask(std::move(mask)),
+        extra(std::move(extra)),
+        kv_order(std::move(kv_order)) {}
+
+  RowOrder order;  // Q rows, and K and V rows unless kv_order says otherwise
+  Mask mask;       // over run-order indices (queries x keys), tokens x tokens
   std::optional<KeySegment> extra;
+  std::optional<RowOrder> kv_order;  // K and V rows when they move apart from Q (svg2)
 };
 
 struct MaskCandidate {
@@ -98,7 +107,8 @@ struct MethodOptions {
 //   "mix"      all of the above: spatial and temporal (each on its own
 //              band), radial and the sta windows
 // Throws std::invalid_argument naming the valid methods. ("svg2" is no
-// candidate list: its masks come from each head's data, see clusters.h.)
+// candidate list: its masks come from each head's data, see clusters.h and
+// method_attention_options() in routing.h.)
 std::vector<MaskCandidate> method_candidates(std::string_view method, const VideoGeometry& geometry,
                                              const MethodOptions& options = {});
 // svg, spatial, temporal, radial, sta, mix

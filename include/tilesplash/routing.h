@@ -10,13 +10,17 @@
 // The default list is Sparse VideoGen's spatial and temporal pair on one band.
 // Each candidate runs in its own row order (temporal heads token-major, STA
 // tile-major) with Q/K/V permuted in and the output permuted back, plus the
-// sink as its own key segment merged through the LSEs. The output equals
-// masked attention with each head's mask applied on the original order.
+// sink as its own key segment merged through the LSEs. With cluster options
+// set, heads run Sparse VideoGen 2's semantic clusters instead (clusters.h):
+// a per-head k-means of Q and K, warm-started from the previous call for the
+// same layer, and a plan built per head and step. Either way the output
+// equals masked attention with each head's mask applied on the original order.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -24,14 +28,15 @@
 
 #include "tilesplash/attention.h"
 #include "tilesplash/candidates.h"
+#include "tilesplash/clusters.h"
 #include "tilesplash/plan.h"
 #include "tilesplash/video.h"
 
 namespace tilesplash {
 
-// The name of the mask a head runs: "dense" or a candidate's name ("spatial",
-// "temporal", ...). The constants name dense and the Sparse VideoGen pair,
-// which every front door knows.
+// The name of the mask a head runs: "dense", a candidate's name ("spatial",
+// "temporal", "radial", "sta:3x3x3", ...) or "svg2". The constants name dense
+// and the Sparse VideoGen pair, which every front door knows.
 class HeadMask {
  public:
   HeadMask() = default;  // dense
@@ -82,8 +87,12 @@ struct VideoAttentionOptions {
   std::optional<double> density_budget;
   WarmupPolicy warmup;
   RouterOptions router;
-  // Every head runs this mask, no routing (benchmarks): dense or a candidate.
+  // Every head runs this mask, no routing (benchmarks): dense, a candidate,
+  // or svg2 with clusters set.
   std::optional<HeadMask> force;
+  // Sparse VideoGen 2: every head past the warm-up runs its own semantic
+  // clusters (clusters.h) instead of a candidate; exclusive with candidates.
+  std::optional<ClusterOptions> clusters;
   BlockSizes blocks;           // tiles of the band, sink and dense plans
   int threads = 0;             // 0: all hardware threads
   std::optional<float> scale;  // default 1 / sqrt(head_dim)
@@ -102,6 +111,8 @@ struct HeadReport {
   double density = 1.0;       // of the mask the head ran with, over tokens x tokens
   double seconds = 0.0;       // this head's attention: permutation, kernel calls, merge
   double permute_seconds = 0.0;  // of which permutation (heads run in another order)
+  double cluster_seconds = 0.0;  // svg2: of which k-means and the choice of cluster pairs
+  double plan_seconds = 0.0;     // svg2: of which this head's plan (masks, orders, tiles)
 };
 
 struct LayerReport {
@@ -109,7 +120,8 @@ struct LayerReport {
   std::int64_t band = 0;
   bool warmup = false;             // the warm-up policy made every head dense
   double routing_seconds = 0.0;    // sampling, the router's kernel call and the MSEs
-  double plan_seconds = 0.0;       // plans built in this call (0 once cached)
+  double plan_seconds = 0.0;       // plans built in this call (0 once cached; svg2: every call)
+  double cluster_seconds = 0.0;    // svg2: k-means and pair choice, sum over heads
   double permute_seconds = 0.0;    // sum over heads
   double attention_seconds = 0.0;  // sum over heads
   double total_seconds = 0.0;
@@ -123,6 +135,19 @@ struct RouteDecision {
   double mse_spatial = 0.0;   // of "spatial"; NaN when there is none
   double mse_temporal = 0.0;  // of "temporal"; NaN when there is none
 };
+
+// Every method a front door runs by name: method_names() (candidate lists,
+// routed per head) and "svg2" (semantic clusters per head).
+std::span<const std::string_view> attention_method_names();
+
+// The front-door options of a method, matched to options.density: "svg2"
+// sets clusters (default_cluster_options(geometry), the top_p that meets the
+// density per head); any other name sets candidates = method_candidates().
+// The rest (warm-up, router, blocks, threads) stays default for the caller
+// to set. Throws std::invalid_argument naming the valid methods.
+VideoAttentionOptions method_attention_options(std::string_view method,
+                                               const VideoGeometry& geometry,
+                                               const MethodOptions& options = {});
 
 // Owns its kernel runner, thread pool, plan cache and scratch buffers: one
 // object serves one call at a time and is meant to live across layers and
@@ -143,6 +168,12 @@ class VideoAttention {
   // The mask a head with this choice ran, on the original order. Throws
   // std::invalid_argument for a name that is neither dense nor a candidate.
   Mask mask(const HeadMask& choice) const;
+  // The cluster mask head `head` ran in the last forward() (svg2 only), on
+  // the original order; it classifies by scanning, for checks.
+  Mask head_mask(std::int64_t head) const;
+  // Forget the clusters of earlier calls (a new video): the next call
+  // clusters every head from scratch.
+  void reset_clusters();
 
   // args: q, k [heads, tokens, d], v [heads, tokens, dv], out [heads, tokens,
   // dv] (f32 or the input dtype), lse (heads * tokens floats) or null; all in

@@ -3,11 +3,15 @@
 #pragma once
 
 #include "tilesplash/attention.h"
+#include "tilesplash/candidates.h"
+#include "tilesplash/clusters.h"
 #include "tilesplash/mask.h"
 #include "tilesplash/mask_spec.h"
 #include "tilesplash/peak.h"
 #include "tilesplash/plan.h"
+#include "tilesplash/radial.h"
 #include "tilesplash/routing.h"
+#include "tilesplash/sta.h"
 #include "tilesplash/tensor.h"
 #include "tilesplash/tensor_io.h"
 #include "tilesplash/tuning.h"

@@ -86,6 +86,10 @@ std::vector<MaskCandidate> method_candidates(std::string_view method, const Vide
     for (MaskCandidate& sta : detail::sta_for_density(geometry, options)) {
       list.push_back(std::move(sta));
     }
+  } else if (method == "svg2") {
+    throw std::invalid_argument(
+        "method_candidates: method 'svg2' has no candidate list: its masks come from each "
+        "head's data (use method_attention_options in routing.h)");
   } else {
     std::string names;
     for (std::size_t i = 0; i < kMethods.size(); ++i) {
