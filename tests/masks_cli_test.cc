@@ -1,7 +1,8 @@
 // The new mask families from the command line: `plan` on radial and sta
 // SPECs (the sta plan in tile-major order, full or empty only when the tiles
 // divide the canvas; radial with the density of the paper's block vote) and
-// their pictures. No timing assertions.
+// their pictures, and `compare` (every method on every planted type). No
+// timing assertions.
 #include <gtest/gtest.h>
 
 #ifdef TILESPLASH_CLI_PATH
@@ -53,6 +54,45 @@ TEST_F(MasksCli, PlanReportsRadialTokenAndBlockDensities) {
   const auto bad = run("plan --mask 'radial:frames=9,height=8,width=16' --q-len 1152");
   EXPECT_EQ(bad.exit_code, 2) << bad.out;
   EXPECT_NE(bad.out.find("neither of 'decay' and 'density'"), std::string::npos) << bad.out;
+}
+
+TEST_F(MasksCli, CompareReportsEveryMethodDensityAndHead) {
+  const auto r =
+      run("compare --geometry frames=8,height=8,width=12 --head-dim 32 --planted temporal,cluster "
+          "--methods svg,radial,sta,mix,svg2 --densities 0.15,0.4 --query-clusters 16 "
+          "--key-clusters 48 --threads 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto json = nlohmann::json::parse(r.out);
+  ASSERT_EQ(json.at("rows").size(), 5u * 2u * 2u);
+  ASSERT_EQ(json.at("dense").size(), 2u);
+  for (const auto& row : json.at("rows")) {
+    for (const char* key : {"method", "target_density", "planted", "choice", "density", "rel_l2",
+                            "cosine", "kernel_ms", "permute_ms", "cluster_ms", "plan_ms"}) {
+      EXPECT_TRUE(row.contains(key)) << key;
+    }
+    const std::string method = row.at("method"), planted = row.at("planted");
+    const double rel_l2 = row.at("rel_l2"), cosine = row.at("cosine");
+    EXPECT_GE(rel_l2, 0.0);
+    EXPECT_LE(cosine, 1.0 + 1e-9);
+    // Each planted type is near-exact under the method built for it.
+    if (planted == "temporal" && (method == "svg" || method == "mix")) {
+      EXPECT_EQ(row.at("choice").get<std::string>(), "temporal") << method;
+      EXPECT_GT(cosine, 0.99) << method;
+    }
+    if (planted == "cluster" && method == "svg2") {
+      EXPECT_EQ(row.at("choice").get<std::string>(), "svg2");
+      EXPECT_GT(cosine, 0.99);
+      EXPECT_NEAR(row.at("density").get<double>(), row.at("target_density").get<double>(), 0.05);
+    }
+  }
+  const auto bad = run("compare --geometry frames=2,height=2,width=2 --methods svg,nope");
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("unknown method 'nope'"), std::string::npos) << bad.out;
+  const auto bad_density = run("compare --geometry frames=2,height=2,width=2 --densities 0.1,2");
+  EXPECT_EQ(bad_density.exit_code, 2) << bad_density.out;
+  EXPECT_NE(bad_density.out.find("--densities: expected numbers in (0, 1], got '2'"),
+            std::string::npos)
+      << bad_density.out;
 }
 
 }  // namespace

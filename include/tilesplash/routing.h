@@ -142,7 +142,8 @@ std::span<const std::string_view> attention_method_names();
 
 // The front-door options of a method, matched to options.density: "svg2"
 // sets clusters (default_cluster_options(geometry), the top_p that meets the
-// density per head); any other name sets candidates = method_candidates().
+// density per head, min_kc_ratio at most density / 2 so that the floor
+// leaves it room); any other name sets candidates = method_candidates().
 // The rest (warm-up, router, blocks, threads) stays default for the caller
 // to set. Throws std::invalid_argument naming the valid methods.
 VideoAttentionOptions method_attention_options(std::string_view method,

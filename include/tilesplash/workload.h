@@ -22,12 +22,13 @@
 //    query's object, scattered over the whole video.
 //  - decay (energy decaying with distance, Radial Attention): phi(f, y, x) =
 //    sqrt(2 / d) [cos(w_i . z), sin(w_i . z)] for d / 2 seeded frequency
-//    vectors w_i, z = (f, y, x) and each coordinate of w_i Cauchy with scale
-//    1 / decay_frames, 1 / decay_patches, 1 / decay_patches: random Fourier
-//    features, so <phi(z), phi(z')> ~ exp(-|f - f'| / decay_frames - (|y - y'|
-//    + |x - x'|) / decay_patches), about 1 - |f - f'| / decay_frames - ... for
-//    near tokens: the score falls linearly, so the softmax weight decays
-//    exponentially with frame and image distance (Radial's energy decay).
+//    vectors w_i and z = (f / decay_frames, y / decay_patches, x /
+//    decay_patches), w_i multivariate Cauchy: random Fourier features, so
+//    <phi(z), phi(z')> ~ exp(-|z - z'|), about 1 - |z - z'| for near tokens.
+//    The score falls linearly with the scaled spatio-temporal distance and
+//    the softmax weight exponentially: a ball around the query, whose
+//    window in the image narrows as the frame distance grows (the radial
+//    shape of Radial's energy decay).
 //  - mixtures, the sum of two of the above over sqrt(2) at the full
 //    sharpness, so half of each pattern's score: spatial+temporal (a cross:
 //    the query's frame and its position in every frame), decay+cluster
@@ -85,8 +86,8 @@ struct WorkloadOptions {
   double noise = 0.3;         // per-token noise, relative to the unit feature (>= 0)
   std::int64_t objects = 20;  // cluster heads: objects per head (>= 1)
   // decay heads: the kernel's length scales (> 0). The weight falls by e
-  // every decay_frames / sharpness frames and decay_patches / sharpness
-  // patches: with the defaults, every 2 frames and 3 patches.
+  // every decay_frames / sharpness frames or decay_patches / sharpness
+  // patches: with the defaults, every 2 frames or 3 patches.
   double decay_frames = 24.0;
   double decay_patches = 36.0;
   int threads = 0;  // 0: all hardware threads

@@ -1,5 +1,6 @@
 // Methods by name: the one table a binding needs to turn
 // `method="radial"` into front-door options.
+#include <algorithm>
 #include <array>
 #include <stdexcept>
 #include <string>
@@ -31,6 +32,9 @@ VideoAttentionOptions method_attention_options(std::string_view method,
     }
     ClusterOptions clusters = default_cluster_options(geometry);
     clusters.density = options.density;
+    // The floor of key clusters per query cluster (a fraction of the keys
+    // when clusters are even) must leave the density room to choose.
+    clusters.min_kc_ratio = std::min(clusters.min_kc_ratio, options.density / 2.0);
     result.clusters = clusters;
     return result;
   }

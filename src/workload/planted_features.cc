@@ -14,7 +14,6 @@ namespace {
 
 constexpr std::int64_t kChunkRows = 512;
 constexpr double kFrameSmoothing = 0.5;
-constexpr double kPi = 3.141592653589793;
 // Streams 0-2 are Q, K and V (workload.cc).
 constexpr std::uint64_t kFrameStream = 3, kPatchStream = 4, kObjectStream = 5,
                         kMembershipStream = 6, kFrequencyStream = 7;
@@ -108,15 +107,20 @@ void PlantedFeatures::object_features() {
 }
 
 void PlantedFeatures::frequencies() {
-  // Cauchy coordinates: the Fourier transform of exp(-|t| / l) in each axis.
-  const std::uint64_t key = hash_combine(head_key_, kFrequencyStream);
+  // Multivariate Cauchy vectors, a Gaussian vector over the absolute value
+  // of one more Gaussian: the Fourier transform of exp(-|scaled distance|).
+  const Gaussian stream(hash_combine(head_key_, kFrequencyStream));
   const double scale[3] = {1.0 / options_.decay_frames, 1.0 / options_.decay_patches,
                            1.0 / options_.decay_patches};
   const std::int64_t count = std::max<std::int64_t>(1, d_ / 2);
   frequencies_.resize(static_cast<std::size_t>(count * 3));
-  for (std::int64_t i = 0; i < count * 3; ++i) {
-    const double u = hashed_unit(key, static_cast<std::uint64_t>(i));
-    frequencies_[static_cast<std::size_t>(i)] = scale[i % 3] * std::tan(kPi * (u - 0.5));
+  float g[4];
+  for (std::int64_t i = 0; i < count; ++i) {
+    stream.fill(static_cast<std::uint64_t>(i), g, 4, 1.0);
+    const double radius = std::max(std::abs(static_cast<double>(g[3])), 1e-12);
+    for (int axis = 0; axis < 3; ++axis) {
+      frequencies_[static_cast<std::size_t>(3 * i + axis)] = scale[axis] * g[axis] / radius;
+    }
   }
 }
 

@@ -52,9 +52,10 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", tilesplash::kVersion);
   app.require_subcommand(0, 1);
   const tilesplash::cli::Command commands[] = {
-      tilesplash::cli::add_plan_command(app),   tilesplash::cli::add_bench_command(app),
-      tilesplash::cli::add_route_command(app),  tilesplash::cli::add_tune_command(app),
-      tilesplash::cli::add_attend_command(app), tilesplash::cli::add_demo_command(app),
+      tilesplash::cli::add_plan_command(app),    tilesplash::cli::add_bench_command(app),
+      tilesplash::cli::add_route_command(app),   tilesplash::cli::add_tune_command(app),
+      tilesplash::cli::add_attend_command(app),  tilesplash::cli::add_demo_command(app),
+      tilesplash::cli::add_compare_command(app),
   };
   // Set after the subcommands: CLI11 copies the parent's footer into each new one.
   app.footer(kExamples);
