@@ -95,6 +95,45 @@ TEST_F(MasksCli, CompareReportsEveryMethodDensityAndHead) {
       << bad_density.out;
 }
 
+TEST_F(MasksCli, CompareRunsEveryMethodOnEveryPlantedType) {
+  const auto r =
+      run("compare --geometry frames=6,height=8,width=8 --head-dim 32 --densities 0.2,0.4 "
+          "--planted spatial,cluster --methods svg,radial,sta,svg2 --key-clusters 64 "
+          "--query-clusters 16 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto json = nlohmann::json::parse(r.out);
+  const auto& rows = json.at("rows");
+  ASSERT_EQ(rows.size(), 4u * 2u * 2u);
+  double svg_cluster = -1.0, svg2_cluster = -1.0;
+  for (const auto& row : rows) {
+    EXPECT_GE(row.at("rel_l2").get<double>(), 0.0);
+    EXPECT_LE(row.at("cosine").get<double>(), 1.0 + 1e-9);
+    EXPECT_GT(row.at("density").get<double>(), 0.0);
+    const std::string method = row.at("method").get<std::string>();
+    if (method == "svg2") {
+      EXPECT_EQ(row.at("choice").get<std::string>(), "svg2");
+      EXPECT_GT(row.at("cluster_cold_ms").get<double>(), 0.0);
+    }
+    if (row.at("planted") == "cluster" && row.at("target_density") == 0.2) {
+      if (method == "svg") svg_cluster = row.at("rel_l2").get<double>();
+      if (method == "svg2") svg2_cluster = row.at("rel_l2").get<double>();
+    }
+  }
+  // Objects with no geometric order: only the clusters find them.
+  EXPECT_GE(svg2_cluster, 0.0);
+  EXPECT_LT(svg2_cluster, 0.5 * svg_cluster);
+  EXPECT_EQ(json.at("dense").size(), 2u);
+
+  const auto bad = run("compare --geometry frames=2,height=2,width=2 --methods svg,svg3");
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("unknown method 'svg3'"), std::string::npos) << bad.out;
+  const auto bad_type = run("compare --geometry frames=2,height=2,width=2 --planted radial");
+  EXPECT_EQ(bad_type.exit_code, 2) << bad_type.out;
+  EXPECT_NE(bad_type.out.find("unknown planted head type 'radial'"), std::string::npos);
+  const auto bad_density = run("compare --geometry frames=2,height=2,width=2 --densities 0.1,2");
+  EXPECT_EQ(bad_density.exit_code, 2) << bad_density.out;
+}
+
 }  // namespace
 
 #endif  // TILESPLASH_CLI_PATH
