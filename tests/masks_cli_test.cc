@@ -9,10 +9,14 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "support/scratch_dir.h"
 #include "support/shell.h"
+#include "tilesplash/routing.h"
+#include "tilesplash/tensor_io.h"
 
 namespace {
 
@@ -132,6 +136,51 @@ TEST_F(MasksCli, CompareRunsEveryMethodOnEveryPlantedType) {
   EXPECT_NE(bad_type.out.find("unknown planted head type 'radial'"), std::string::npos);
   const auto bad_density = run("compare --geometry frames=2,height=2,width=2 --densities 0.1,2");
   EXPECT_EQ(bad_density.exit_code, 2) << bad_density.out;
+}
+
+// attend --route --method runs the method on tensors from files, bit for
+// bit what the library gives.
+TEST_F(MasksCli, AttendRunsEveryMethodOnFiles) {
+  const tilesplash::VideoGeometry g{6, 4, 8, 0, tilesplash::TextPlacement::kNone};
+  const std::int64_t n = g.tokens(), heads = 2, d = 32;
+  std::vector<tilesplash::Tensor> qkv;
+  for (unsigned seed : {1u, 2u, 3u}) {
+    tilesplash::Tensor t = tilesplash::Tensor::zeros(tilesplash::DType::kF32, {heads, n, d});
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal;
+    auto* values = reinterpret_cast<float*>(t.data.data());
+    for (std::int64_t i = 0; i < t.numel(); ++i) values[i] = normal(rng);
+    qkv.push_back(std::move(t));
+  }
+  const char* names[] = {"q", "k", "v"};
+  for (int i = 0; i < 3; ++i) {
+    tilesplash::write_npy((dir_ / (std::string(names[i]) + ".npy")).string(), qkv[i]);
+  }
+  const std::string files = " --q " + (dir_ / "q.npy").string() + " --k " +
+                            (dir_ / "k.npy").string() + " --v " + (dir_ / "v.npy").string();
+  for (const char* method : {"radial", "sta", "mix", "svg2"}) {
+    const std::string out = (dir_ / (std::string(method) + ".npy")).string();
+    const auto r = run("attend" + files + " --out " + out +
+                       " --route frames=6,height=4,width=8 --density 0.4 --method " + method +
+                       " --block-kv 64 --quiet");
+    ASSERT_EQ(r.exit_code, 0) << method << ": " << r.out;
+    tilesplash::VideoAttentionOptions options =
+        tilesplash::method_attention_options(method, g, {0.4});
+    options.density = 0.4;
+    options.blocks = {128, 64};
+    tilesplash::VideoAttention attention(g, options);
+    tilesplash::Tensor expected = tilesplash::Tensor::zeros(tilesplash::DType::kF32, {heads, n, d});
+    const auto view = [](const tilesplash::Tensor& t, const char* name) {
+      return tilesplash::layout_view(t, tilesplash::Layout::kHND, name);
+    };
+    attention.forward({view(qkv[0], "q"), view(qkv[1], "k"), view(qkv[2], "v"),
+                       tilesplash::mutable_layout_view(expected, tilesplash::Layout::kHND, "o")});
+    EXPECT_TRUE(tilesplash::read_tensor(out).data == expected.data) << method;
+  }
+  const auto bad = run("attend" + files + " --out " + (dir_ / "x.npy").string() +
+                       " --route frames=6,height=4,width=8 --method svg3");
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("unknown method 'svg3'"), std::string::npos) << bad.out;
 }
 
 }  // namespace
