@@ -76,6 +76,9 @@ TEST_F(MasksCli, CompareReportsEveryMethodDensityAndHead) {
     }
     const std::string method = row.at("method"), planted = row.at("planted");
     const double rel_l2 = row.at("rel_l2"), cosine = row.at("cosine");
+    const double density = row.at("density"), visited = row.at("tiles_visited");
+    EXPECT_GE(visited, density - 1e-9) << method;  // the kernel sees every kept pair
+    EXPECT_LE(visited, 1.0 + 1e-9) << method;
     EXPECT_GE(rel_l2, 0.0);
     EXPECT_LE(cosine, 1.0 + 1e-9);
     // Each planted type is near-exact under the method built for it.

@@ -109,7 +109,10 @@ struct HeadReport {
   double mse_spatial = 0.0;   // mse of the candidate named "spatial"; NaN when none or not routed
   double mse_temporal = 0.0;  // likewise for "temporal"
   double density = 1.0;       // of the mask the head ran with, over tokens x tokens
-  double seconds = 0.0;       // this head's attention: permutation, kernel calls, merge
+  // Pairs inside the tiles the kernel visited (full and partial, every key
+  // segment) over tokens x tokens: the kernel's work against dense's.
+  double tiles_visited = 1.0;
+  double seconds = 0.0;          // this head's attention: permutation, kernel calls, merge
   double permute_seconds = 0.0;  // of which permutation (heads run in another order)
   double cluster_seconds = 0.0;  // svg2: of which k-means and the choice of cluster pairs
   double plan_seconds = 0.0;     // svg2: of which this head's plan (masks, orders, tiles)

@@ -32,6 +32,19 @@ View head_view(const View& view, std::int64_t head) {
   return one;
 }
 
+// Pairs inside the tiles a plan visits (full and partial, ragged edges
+// counted in range): the kernel's work in pairs.
+double visited_pairs(const TilePlan& plan) {
+  double pairs = 0.0;
+  for (std::int64_t qb = 0; qb < plan.num_q_blocks(); ++qb) {
+    const double rows = static_cast<double>(plan.q_range(qb).size());
+    for (const PlanTile& tile : plan.tiles(qb)) {
+      pairs += rows * static_cast<double>(plan.kv_range(tile.kv_block).size());
+    }
+  }
+  return pairs;
+}
+
 }  // namespace
 
 TensorView VideoAttention::Impl::permuted(const TensorView& src, const RowOrder& order,
@@ -49,6 +62,8 @@ void VideoAttention::Impl::run_sparse(const AttentionArgs& head, const MaskRun& 
   const std::int64_t n = geometry.tokens();
   const std::int64_t dv = head.v.dim;
   const RowOrder& kv_order = run.kv_order ? *run.kv_order : run.order;
+  const double map = static_cast<double>(n) * static_cast<double>(n);
+  report.tiles_visited = visited_pairs(plan) / map;
   TensorView q = head.q, k = head.k, v = head.v;
   if (!run.order.is_identity() || !kv_order.is_identity()) {
     const auto start = Clock::now();
@@ -85,6 +100,7 @@ void VideoAttention::Impl::run_sparse(const AttentionArgs& head, const MaskRun& 
     sink_lse.resize(static_cast<std::size_t>(n));
     const TilePlan& extra_plan =
         plans.get(segment.mask, n, segment.count, options.blocks, plan_seconds);
+    report.tiles_visited += visited_pairs(extra_plan) / map;
     runner.forward(
         extra_plan,
         {q, keys(k), keys(v), MutableTensorView::contiguous(sink_out.data(), DType::kF32, 1, n, dv),
@@ -135,6 +151,7 @@ HeadReport VideoAttention::Impl::run_head(const AttentionArgs& args, std::int64_
     const TilePlan& plan = plans.get(Mask::dense(), n, n, options.blocks, plan_seconds);
     runner.forward(plan, head, attention_options(options.check_finite));
     report.density = 1.0;
+    report.tiles_visited = 1.0;
   } else if (choice == detail::kClusterChoice) {
     run_clusters(args, head, h, layer, report);
   } else {

@@ -1,5 +1,5 @@
 """The numpy k-means reference (kmeans_reference.py) on the case that
-tests/clusters_test.cc hard-codes, so the two languages stay tied; and, once
+tests/kmeans_test.cc hard-codes, so the two languages stay tied; and, once
 the bindings expose tilesplash.kmeans, the library against it on random blobs."""
 
 import numpy as np

@@ -239,6 +239,7 @@ void run_compare(const CompareOptions& options) {
         row["planted"] = std::string(to_string(planted[i]));
         row["choice"] = head.choice.name();
         row["density"] = head.density;
+        row["tiles_visited"] = head.tiles_visited;
         row["rel_l2"] = a.rel_l2;
         row["cosine"] = a.cosine;
         row["kernel_ms"] = (t.seconds - t.permute - t.cluster - t.plan) * 1e3;
@@ -260,16 +261,17 @@ void run_compare(const CompareOptions& options) {
   }
   print_table(record, std::cout);
   std::cout << '\n'
-            << fmt::format("{:<8} {:>6}  {:<16} {:<12} {:>7} {:>8} {:>8} {:>9} {:>9}\n", "method",
-                           "target", "planted", "choice", "density", "rel_l2", "cosine",
-                           "kernel_ms", "dense_ms");
+            << fmt::format("{:<8} {:>6}  {:<16} {:<12} {:>7} {:>7} {:>8} {:>8} {:>9} {:>9}\n",
+                           "method", "target", "planted", "choice", "density", "visited", "rel_l2",
+                           "cosine", "kernel_ms", "dense_ms");
   for (const auto& row : rows) {
     std::cout << fmt::format(
-        "{:<8} {:>6.2f}  {:<16} {:<12} {:>7.4f} {:>8.4f} {:>8.5f} {:>9.1f} {:>9.1f}\n",
+        "{:<8} {:>6.2f}  {:<16} {:<12} {:>7.4f} {:>7.4f} {:>8.4f} {:>8.5f} {:>9.1f} {:>9.1f}\n",
         row["method"].get<std::string>(), row["target_density"].get<double>(),
         row["planted"].get<std::string>(), row["choice"].get<std::string>(),
-        row["density"].get<double>(), row["rel_l2"].get<double>(), row["cosine"].get<double>(),
-        row["kernel_ms"].get<double>(), row["dense_ms"].get<double>());
+        row["density"].get<double>(), row["tiles_visited"].get<double>(),
+        row["rel_l2"].get<double>(), row["cosine"].get<double>(), row["kernel_ms"].get<double>(),
+        row["dense_ms"].get<double>());
   }
 }
 
@@ -293,8 +295,10 @@ Command add_compare_command(CLI::App& parent) {
       "One head per planted type (tilesplash/workload.h: " + types +
       ") runs dense, then under each method at each target density (" + methods +
       "; docs/masks.md defines them). rel_l2 = |O - O_dense| / |O_dense| and cosine are per "
-      "head over all rows and channels. Times are medians of --repeats calls after one "
-      "untimed call (plans built; svg2 clustered from scratch, reported as cluster_cold_ms; "
+      "head over all rows and channels; tiles_visited is the share of the map inside the tiles "
+      "the kernel visited (its work against dense's). Times are medians of --repeats calls "
+      "after one untimed call (plans built; svg2 clustered from scratch, reported as "
+      "cluster_cold_ms; "
       "the timed calls are later steps, warm-started). kernel_ms excludes permutation, "
       "clustering and plan; routing_ms is the layer's routing over the heads. Routed methods "
       "choose among candidates of density <= 1.25 x the target (the least dense when none "
