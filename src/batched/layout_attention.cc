@@ -106,6 +106,11 @@ struct ChoiceKeyHash {
 
 }  // namespace
 
+bool reads_in_place(const StridedTensor& tensor, Layout layout) {
+  return detail::kernel_readable(
+      detail::layout_axes(tensor.shape, tensor.strides, layout, "tensor"));
+}
+
 void layout_attention(AttentionRunner& runner, const TilePlan& plan, const LayoutArgs& args,
                       const AttentionOptions& options, const BatchProgress& progress) {
   const LayoutShape shape = check_layout_args(args);
