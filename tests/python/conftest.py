@@ -20,10 +20,11 @@ def pytest_report_header(config):
 
 @pytest.fixture(scope="session", autouse=True)
 def _imported_from_the_expected_place():
-    # ctest must test the build tree, not an older installed copy.
-    if os.environ.get("TILESPLASH_EXPECT_BUILD_TREE"):
-        path = os.environ["PYTHONPATH"].split(os.pathsep)[0]
-        assert os.path.realpath(tilesplash.__file__).startswith(os.path.realpath(path))
+    # ctest tests the build tree and CI the installed wheel, never a stale copy.
+    expected = os.environ.get("TILESPLASH_EXPECT_PACKAGE_IN")
+    if expected:
+        where = os.path.realpath(tilesplash.__file__)
+        assert where.startswith(os.path.realpath(expected) + os.sep), (where, expected)
 
 
 def reference_attention(q, k, v, keep, scale=None):
