@@ -126,21 +126,35 @@ void layout_attention(AttentionRunner& runner, const TilePlan& plan, const Layou
   }
   if (shape.batch == 0 || shape.heads == 0) return;
   const Axes a = axes_of(args);
+  // Kernel messages number heads within one call; say which batch entry.
+  const auto located = [&](const std::invalid_argument& error, const std::string& where) {
+    return std::invalid_argument(std::string(error.what()) + where);
+  };
   if (all_fold(a)) {
-    runner.forward(
-        plan,
-        {detail::entry_view(args.q.data, args.q.dtype, a.q, 0, shape.batch),
-         detail::entry_view(args.k.data, args.k.dtype, a.k, 0, shape.batch),
-         detail::entry_view(args.v.data, args.v.dtype, a.v, 0, shape.batch),
-         detail::mutable_entry_view(args.out.data, args.out.dtype, a.out, 0, shape.batch),
-         args.lse},
-        options);
+    try {
+      runner.forward(
+          plan,
+          {detail::entry_view(args.q.data, args.q.dtype, a.q, 0, shape.batch),
+           detail::entry_view(args.k.data, args.k.dtype, a.k, 0, shape.batch),
+           detail::entry_view(args.v.data, args.v.dtype, a.v, 0, shape.batch),
+           detail::mutable_entry_view(args.out.data, args.out.dtype, a.out, 0, shape.batch),
+           args.lse},
+          options);
+    } catch (const std::invalid_argument& error) {
+      if (shape.batch == 1) throw;
+      throw located(error, " (batch entries folded: head = batch entry * " +
+                               std::to_string(shape.heads) + " + head)");
+    }
     if (progress) progress(0, shape.batch);
     return;
   }
   EntryViews entry;
   for (std::int64_t b = 0; b < shape.batch; ++b) {
-    runner.forward(plan, entry.views(args, a, b, b * shape.heads * shape.q_len), options);
+    try {
+      runner.forward(plan, entry.views(args, a, b, b * shape.heads * shape.q_len), options);
+    } catch (const std::invalid_argument& error) {
+      throw located(error, " in batch entry " + std::to_string(b));
+    }
     if (progress) progress(b, 1);
   }
 }

@@ -83,6 +83,9 @@ def test_non_cpu_tensors():
     cpu = torch.zeros(1, 2, 8, 16)
     with raises(ValueError, "v:", "CPU tensor"):
         tilesplash.attention(cpu, cpu, v)
+    sparse = torch.zeros(1, 2, 8, 16).to_sparse()
+    with raises(TypeError, "q:", "dense (strided) tensor"):
+        tilesplash.attention(sparse, cpu, cpu)
     if torch.cuda.is_available():
         with raises(ValueError, "q:", "CPU tensor", "cuda"):
             tilesplash.attention(cpu.cuda(), cpu.cuda(), cpu.cuda())
@@ -99,8 +102,10 @@ def test_head_dim_not_supported(d):
 def test_nan_and_inf(name, value):
     q, k, v = qkv()
     {"q": q, "k": k, "v": v}[name][1, 2, 5, 3] = value
-    with raises(ValueError, f"{name} contains NaN or Inf", "expected finite values"):
+    with raises(ValueError, f"{name} contains NaN or Inf", "expected finite values", "batch entry"):
         tilesplash.attention(q, k, v, mask="causal")
+    with raises(ValueError, f"{name} contains NaN or Inf (head 5, row 2)", "in batch entry 1"):
+        tilesplash.attention(q, k, v, mask="causal", layout="bnhd")
 
 
 def test_nan_through_the_torch_op():
