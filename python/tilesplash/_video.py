@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
+from ._mask import Mask
 from ._tensors import (
     batch_heads_len,
     check_int,
@@ -67,6 +68,13 @@ class VideoAttention:
     def band(self) -> int:
         """The band half-width W in tokens (given, or resolved from density)."""
         return self._core.band
+
+    def mask(self, choice: str) -> Mask:
+        """The mask a head with this choice ("dense", "spatial", "temporal") runs, on the
+        original token order."""
+        if not isinstance(choice, str):
+            raise TypeError(f"choice: expected 'dense', 'spatial' or 'temporal', got {choice!r}")
+        return Mask(self._core.mask(choice))
 
     def __call__(self, q, k, v, layer=0, step=0, layout="bnhd", return_lse=False):
         """Attention of every head of q, k, v ([.., tokens, ..] in `layout`, tokens =

@@ -99,3 +99,25 @@ def test_torch_compile_gives_the_eager_result():
         eager = block(x)
         compiled = torch.compile(block, fullgraph=True)(x)
     assert torch.equal(compiled, eager)
+
+
+def _run(code):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
+def test_importing_tilesplash_does_not_import_torch():
+    run = _run("import sys, tilesplash, numpy as np\n"
+               "tilesplash.attention(*(np.ones((1, 1, 4, 8), np.float32),) * 3)\n"
+               "assert 'torch' not in sys.modules, 'torch was imported'\n")
+    assert run.returncode == 0, run.stderr
+
+
+def test_op_registers_on_first_torch_call_when_torch_comes_later():
+    run = _run("import tilesplash, torch\n"
+               "x = torch.ones(1, 1, 4, 8)\n"
+               "out = tilesplash.attention(x, x, x)\n"
+               "assert torch.allclose(out, x) and hasattr(torch.ops.tilesplash, 'attention')\n")
+    assert run.returncode == 0, run.stderr

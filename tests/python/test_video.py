@@ -48,6 +48,7 @@ def test_routed_heads_equal_the_reference_of_their_mask(geometry, sink, text_ful
         expected = "temporal" if head["mse_temporal"] < head["mse_spatial"] else "spatial"
         assert head["choice"] == expected
         mask = chosen_mask(geometry, head["choice"], layer.band, sink, text_full)
+        assert layer.mask(head["choice"]) == mask
         b, h = head["batch"], head["head"]
         keep = mask_matrix(mask, n, n)
         assert head["density"] == pytest.approx(keep.mean())
