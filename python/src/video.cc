@@ -46,6 +46,11 @@ void bind_video(nb::module_& m) {
       .def_prop_ro("video_tokens", &VideoGeometry::video_tokens)
       .def_prop_ro("text_tokens", &VideoGeometry::text_tokens)
       .def("__str__", &VideoGeometry::to_string)
+      .def("__getstate__", &VideoGeometry::to_string)
+      .def("__setstate__",
+           [](VideoGeometry& self, const std::string& text) {
+             new (&self) VideoGeometry(parse_video_geometry(text));
+           })
       .def("__repr__",
            [](const VideoGeometry& g) {
              std::string text = "tilesplash.VideoGeometry(" + std::to_string(g.frames) + ", " +

@@ -112,3 +112,4 @@ def test_presets_and_geometry():
     assert (g.tokens, g.tokens_per_frame, g.video_tokens, g.text_tokens) == (29, 12, 24, 5)
     assert tilesplash.VideoGeometry.parse(str(g)) == g and hash(g) == hash(tilesplash.VideoGeometry.parse(str(g)))
     assert tilesplash.VideoGeometry.parse("preset=wan2.1-1.3b-480p") == wan["geometry"]
+    assert pickle.loads(pickle.dumps(g)) == g
