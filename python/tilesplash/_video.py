@@ -18,9 +18,6 @@ from ._tensors import (
     torch_module,
 )
 
-_FORCE = (None, "dense", "spatial", "temporal")
-
-
 class VideoAttention:
     """Routed sparse attention over every head of a layer of a video model.
 
@@ -48,8 +45,9 @@ class VideoAttention:
         if not isinstance(geometry, _core.VideoGeometry):
             raise TypeError(f"geometry: expected a tilesplash.VideoGeometry, got "
                             f"{type(geometry).__name__}")
-        if force not in _FORCE:
-            raise ValueError(f"force: expected None, 'dense', 'spatial' or 'temporal', got {force!r}")
+        if force is not None and not isinstance(force, str):
+            raise TypeError(f"force: expected None or a mask name ('dense', 'spatial', "
+                            f"'temporal'), got {type(force).__name__}")
         if isinstance(density, bool) or not isinstance(density, (int, float, np.floating)):
             raise TypeError(f"density: expected a float in (0, 1], got {type(density).__name__}")
         self._core = _core.VideoAttention(
