@@ -111,6 +111,18 @@ def test_nan_and_inf(name, value):
         tilesplash.attention(q, k, v, mask="causal", layout="bnhd")
 
 
+def test_the_torch_op_called_directly_checks_its_arguments():
+    torch = pytest.importorskip("torch")
+    import tilesplash._torch_ops  # noqa: F401  registers the op
+    x = torch.zeros(2, 8, 16)
+    with raises(ValueError, "q:", "4-d"):
+        torch.ops.tilesplash.attention(x, x, x, "dense", "bhnd", None, None, None, 0)
+    with raises(ValueError, "layout:"):
+        torch.ops.tilesplash.attention(x, x, x, "dense", "nhd", None, None, None, 0)
+    with raises(TypeError, "k:", "float64"):
+        torch.ops.tilesplash.attention(x, x.double(), x, "dense", "hnd", None, None, None, 0)
+
+
 def test_nan_through_the_torch_op():
     torch = pytest.importorskip("torch")
     q, k, v = (torch.from_numpy(x) for x in qkv())
