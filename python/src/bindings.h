@@ -1,0 +1,38 @@
+// The nanobind extension tilesplash._core: one bind_* function per bound
+// library module, and the tensor descriptors the Python layer passes in.
+// Python owns every array: it allocates outputs, validates types, dtypes and
+// devices, and hands the extension plain descriptors (address, dtype, shape,
+// element strides) that stay valid for the call because the caller's frame
+// holds the arrays. The extension releases the GIL around all library work
+// and lets std::invalid_argument surface as ValueError with its message.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "tilesplash/batched_attention.h"
+#include "tilesplash/tensor.h"
+
+namespace tilesplash::python {
+
+namespace nb = nanobind;
+
+// (address, dtype name "f32" | "bf16" | "f16", shape, strides in elements).
+using TensorDesc =
+    std::tuple<std::uintptr_t, std::string, std::vector<std::int64_t>, std::vector<std::int64_t>>;
+
+StridedTensor to_strided(const TensorDesc& desc, const char* name);
+MutableStridedTensor to_mutable_strided(const TensorDesc& desc, const char* name);
+Layout to_layout(const std::string& text);
+
+void bind_mask(nb::module_& m);
+void bind_video(nb::module_& m);
+void bind_plan(nb::module_& m);
+void bind_attention(nb::module_& m);
+void bind_video_attention(nb::module_& m);
+
+}  // namespace tilesplash::python

@@ -1,0 +1,50 @@
+// tilesplash._core: the compiled half of the Python package (see bindings.h).
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "bindings.h"
+#include "tilesplash/attention.h"
+#include "tilesplash/version.h"
+
+namespace tilesplash::python {
+
+StridedTensor to_strided(const TensorDesc& desc, const char* name) {
+  const auto& [address, dtype, shape, strides] = desc;
+  const std::optional<DType> parsed = parse_dtype(dtype);
+  if (!parsed) throw std::invalid_argument(std::string(name) + ": unsupported dtype " + dtype);
+  return {reinterpret_cast<const void*>(address), *parsed, shape, strides};
+}
+
+MutableStridedTensor to_mutable_strided(const TensorDesc& desc, const char* name) {
+  const StridedTensor t = to_strided(desc, name);
+  return {const_cast<void*>(t.data), t.dtype, t.shape, t.strides};
+}
+
+Layout to_layout(const std::string& text) {
+  const std::optional<Layout> layout = parse_layout(text);
+  if (!layout) {
+    throw std::invalid_argument("layout: expected 'bhnd', 'bnhd' or 'hnd', got '" + text + "'");
+  }
+  return *layout;
+}
+
+}  // namespace tilesplash::python
+
+NB_MODULE(_core, m) {
+  namespace nb = nanobind;
+  using namespace tilesplash;
+  m.doc() = "tilesplash's compiled core; use the tilesplash package, not this module.";
+  m.attr("LIBRARY_VERSION") = kVersion;
+  m.def("active_isa", &active_isa,
+        "The SIMD target the kernel runs (avx512bf16, avx512, avx2, generic).");
+  m.def("available_isas", &available_isas, "SIMD targets this CPU can run, best first.");
+  python::bind_mask(m);
+  python::bind_video(m);
+  python::bind_plan(m);
+  python::bind_attention(m);
+  python::bind_video_attention(m);
+}

@@ -1,0 +1,107 @@
+"""tilesplash.VideoAttention: Sparse VideoGen's routed attention for one video geometry."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _core
+from ._tensors import (
+    batch_heads_len,
+    check_int,
+    check_layout,
+    check_qkv,
+    check_scale,
+    numpy_desc,
+    out_shape,
+    torch_desc,
+    torch_module,
+)
+
+_FORCE = (None, "dense", "spatial", "temporal")
+
+
+class VideoAttention:
+    """Routed sparse attention over every head of a layer of a video model.
+
+    Each call samples `samples` video query rows per head, computes their exact
+    attention under the dense, spatial and temporal masks, and runs the head
+    with the mask whose output is closer to dense (temporal heads are permuted
+    to token-major order and back); layers below `dense_layers` and steps below
+    `dense_steps` run dense, and `force` fixes every head's mask instead.
+
+    geometry: a tilesplash.VideoGeometry (tokens = text + frames * height * width).
+    density: target density of both masks (sink and text included), used when
+    `band` (half-width in tokens) is not given. sink: keep frame 0's keys for
+    every video query (Wan); text_full: text rows and columns attend everything.
+    threads: 0 uses every core. block_q / block_kv: tiles; by default the tuned
+    choice for this geometry's band plan, head dim and dtype (`tilesplash tune
+    --preset ...`), else 256 x 256. scale: default 1/sqrt(d).
+
+    One object serves one call at a time (calls from several threads queue);
+    keep it across layers and steps so plans are built once.
+    """
+
+    def __init__(self, geometry, *, density=0.25, band=None, sink=False, text_full=True,
+                 dense_layers=0, dense_steps=0, samples=64, seed=0, force=None, threads=0,
+                 block_q=None, block_kv=None, scale=None):
+        if not isinstance(geometry, _core.VideoGeometry):
+            raise TypeError(f"geometry: expected a tilesplash.VideoGeometry, got "
+                            f"{type(geometry).__name__}")
+        if force not in _FORCE:
+            raise ValueError(f"force: expected None, 'dense', 'spatial' or 'temporal', got {force!r}")
+        if isinstance(density, bool) or not isinstance(density, (int, float, np.floating)):
+            raise TypeError(f"density: expected a float in (0, 1], got {type(density).__name__}")
+        self._core = _core.VideoAttention(
+            geometry, float(density), check_int(band, "band", 0, allow_none=True), bool(sink),
+            bool(text_full), check_int(dense_layers, "dense_layers", 0),
+            check_int(dense_steps, "dense_steps", 0), check_int(samples, "samples", 1),
+            check_int(seed, "seed", 0), force, check_int(threads, "threads", 0),
+            check_int(block_q, "block_q", 1, allow_none=True),
+            check_int(block_kv, "block_kv", 1, allow_none=True), check_scale(scale))
+
+    @property
+    def geometry(self):
+        return self._core.geometry
+
+    @property
+    def band(self) -> int:
+        """The band half-width W in tokens (given, or resolved from density)."""
+        return self._core.band
+
+    def __call__(self, q, k, v, layer=0, step=0, layout="bnhd", return_lse=False):
+        """Attention of every head of q, k, v ([.., tokens, ..] in `layout`, tokens =
+        geometry.tokens, original frame-major order) at this layer and denoising step.
+
+        Returns (out, report), or (out, lse, report) with return_lse=True; out has
+        q's type, dtype and layout. report: {"heads": [one dict per (batch entry,
+        head): "batch", "head", "choice" ("dense" | "spatial" | "temporal"),
+        "routed", "mse_spatial", "mse_temporal" (None when not routed), "density",
+        "seconds", "permute_seconds"], "band", "warmup", "block_q", "block_kv",
+        "blocks_tuned", "routing_seconds", "plan_seconds", "permute_seconds",
+        "attention_seconds", "total_seconds" (sums over batch entries), "seconds"
+        (the whole call)}.
+        """
+        layout = check_layout(layout)
+        kind = check_qkv(q, k, v, layout)
+        layer = check_int(layer, "layer", 0)
+        step = check_int(step, "step", 0)
+        if kind == "torch":
+            torch = torch_module()
+            out = torch.empty(out_shape(q, v), dtype=q.dtype)
+            lse = torch.empty(batch_heads_len(q, layout), dtype=torch.float32)
+            report = self._core.forward(torch_desc(q, "q"), torch_desc(k, "k"), torch_desc(v, "v"),
+                                        torch_desc(out, "out"), lse.data_ptr(), layout, layer, step)
+        else:
+            out = np.empty(out_shape(q, v), dtype=q.dtype)
+            lse = np.empty(batch_heads_len(q, layout), dtype=np.float32)
+            q_desc, q_keep = numpy_desc(q, "q")
+            k_desc, k_keep = numpy_desc(k, "k")
+            v_desc, v_keep = numpy_desc(v, "v")
+            out_desc, _ = numpy_desc(out, "out")
+            report = self._core.forward(q_desc, k_desc, v_desc, out_desc,
+                                        lse.__array_interface__["data"][0], layout, layer, step)
+            del q_keep, k_keep, v_keep
+        return (out, lse, report) if return_lse else (out, report)
+
+    def __repr__(self) -> str:
+        return f"tilesplash.VideoAttention({self.geometry}, band={self.band})"
