@@ -86,10 +86,11 @@ def test_forced_masks_differ_from_each_other_and_native(model, inputs, native, e
     assert {head["choice"] for record in handle.report() for head in record["heads"]} == {force}
 
 
-def test_remove_restores_bit_identical(model, inputs, native):
+def test_remove_restores_bit_identical(model, inputs, native, request):
     originals = [block.attn1.processor for block in model.blocks]
     cross = [block.attn2.processor for block in model.blocks]
     handle = tsd.enable(model, dense_layers=0)
+    request.addfinalizer(handle.remove)  # a failure below must not leave the shared model enabled
     assert all(isinstance(block.attn1.processor, tsd._processors.WanTilesplashProcessor) for block in model.blocks)
     assert [block.attn2.processor for block in model.blocks] == cross  # cross-attention untouched
     sparse = run_wan(model, *inputs)
@@ -106,8 +107,10 @@ def test_remove_restores_bit_identical(model, inputs, native):
 def test_enable_again_after_remove(model, inputs, native):
     for _ in range(2):
         handle = tsd.enable(model, force="dense")
-        assert relative_error(run_wan(model, *inputs), native) <= DENSE_TOLERANCE
-        handle.remove()
+        try:
+            assert relative_error(run_wan(model, *inputs), native) <= DENSE_TOLERANCE
+        finally:
+            handle.remove()
     assert torch.equal(run_wan(model, *inputs), native)
 
 

@@ -53,19 +53,22 @@ class StepCounter:
         self._pinned = True
 
     def observe(self, timestep) -> int:
-        current = torch.as_tensor(timestep).detach()
+        # The distinct values, so that the batch size (CFG batched or not,
+        # several videos per prompt) or a per-token timestep layout does not
+        # make the same timestep look new. unique() also copies, which matters:
+        # a pipeline may update its timestep tensor in place.
+        current = torch.unique(torch.as_tensor(timestep).detach().flatten().to(torch.float64))
         last = self._last
         if self._pinned:
             self._pinned = False
         elif last is None:
             self.step = 0
-        elif last.shape != current.shape or not torch.equal(last, current):
+        elif not torch.equal(last, current):
             if current.numel() and last.numel() and bool(current.max() > last.max()):
                 self.step = 0
             else:
                 self.step += 1
-        # A copy: the pipeline may update its timestep tensor in place.
-        self._last = current.clone()
+        self._last = current
         return self.step
 
 
