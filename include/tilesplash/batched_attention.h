@@ -59,6 +59,11 @@ struct LayoutArgs {
   float* lse = nullptr;
 };
 
+// Whether the kernel reads `tensor` in place (every batch entry one strided
+// view); otherwise each batch entry is packed into a contiguous copy first.
+// Throws std::invalid_argument when the rank does not fit the layout.
+bool reads_in_place(const StridedTensor& tensor, Layout layout);
+
 // Extents read through the layout; batch is 1 for hnd.
 struct LayoutShape {
   std::int64_t batch = 1;

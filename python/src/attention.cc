@@ -53,6 +53,12 @@ void bind_attention(nb::module_& m) {
       },
       "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "layout"_a, "mask"_a, "scale"_a.none(),
       "block_q"_a.none(), "block_kv"_a.none(), "threads"_a, "check_finite"_a);
+  m.def(
+      "reads_in_place",
+      [](const TensorDesc& tensor, const std::string& layout) {
+        return reads_in_place(to_strided(tensor, "tensor"), to_layout(layout));
+      },
+      "tensor"_a, "layout"_a);
 }
 
 }  // namespace tilesplash::python

@@ -74,9 +74,12 @@ void bind_mask(nb::module_& m) {
           },
           "geometry"_a, "band"_a = nb::none(), "sink"_a = false, "text_full"_a = false,
           "density"_a = nb::none())
-      .def("__or__", [](const Mask& a, const Mask& b) { return a | b; })
-      .def("__and__", [](const Mask& a, const Mask& b) { return a & b; })
-      .def("__eq__", [](const Mask& a, const Mask& b) { return a == b; })
+      .def(
+          "__or__", [](const Mask& a, const Mask& b) { return a | b; }, nb::is_operator())
+      .def(
+          "__and__", [](const Mask& a, const Mask& b) { return a & b; }, nb::is_operator())
+      .def(
+          "__eq__", [](const Mask& a, const Mask& b) { return a == b; }, nb::is_operator())
       .def("__hash__", [](const Mask& mask) { return static_cast<Py_ssize_t>(mask.hash()); })
       .def("__str__", &Mask::to_string)
       .def("keeps", &Mask::keeps, "q"_a, "k"_a)

@@ -38,6 +38,9 @@ NB_MODULE(_core, m) {
   namespace nb = nanobind;
   using namespace tilesplash;
   m.doc() = "tilesplash's compiled core; use the tilesplash package, not this module.";
+  // Geometries and masks held in module globals of user code outlive this
+  // module at interpreter exit; that is not a leak worth a warning.
+  nb::set_leak_warnings(false);
   m.attr("LIBRARY_VERSION") = kVersion;
   m.def("active_isa", &active_isa,
         "The SIMD target the kernel runs (avx512bf16, avx512, avx2, generic).");

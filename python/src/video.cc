@@ -46,7 +46,24 @@ void bind_video(nb::module_& m) {
       .def_prop_ro("video_tokens", &VideoGeometry::video_tokens)
       .def_prop_ro("text_tokens", &VideoGeometry::text_tokens)
       .def("__str__", &VideoGeometry::to_string)
-      .def("__eq__", [](const VideoGeometry& a, const VideoGeometry& b) { return a == b; })
+      .def("__getstate__", &VideoGeometry::to_string)
+      .def("__setstate__",
+           [](VideoGeometry& self, const std::string& text) {
+             new (&self) VideoGeometry(parse_video_geometry(text));
+           })
+      .def("__repr__",
+           [](const VideoGeometry& g) {
+             std::string text = "tilesplash.VideoGeometry(" + std::to_string(g.frames) + ", " +
+                                std::to_string(g.height) + ", " + std::to_string(g.width);
+             if (g.text_at != TextPlacement::kNone) {
+               text += ", text=" + std::to_string(g.text) + ", text_at='" +
+                       std::string(to_string(g.text_at)) + "'";
+             }
+             return text + ")";
+           })
+      .def(
+          "__eq__", [](const VideoGeometry& a, const VideoGeometry& b) { return a == b; },
+          nb::is_operator())
       .def("__hash__", [](const VideoGeometry& g) {
         return static_cast<Py_ssize_t>(std::hash<std::string>{}(g.to_string()));
       });

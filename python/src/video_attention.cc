@@ -28,13 +28,14 @@
 namespace tilesplash::python {
 namespace {
 
-std::optional<HeadMask> to_force(const std::optional<std::string>& text) {
+std::optional<HeadMask> to_force(const std::optional<std::string>& text,
+                                 const char* name = "force") {
   if (!text) return std::nullopt;
   if (*text == "dense") return HeadMask::kDense;
   if (*text == "spatial") return HeadMask::kSpatial;
   if (*text == "temporal") return HeadMask::kTemporal;
-  throw std::invalid_argument("force: expected None, 'dense', 'spatial' or 'temporal', got '" +
-                              *text + "'");
+  throw std::invalid_argument(std::string(name) +
+                              ": expected 'dense', 'spatial' or 'temporal', got '" + *text + "'");
 }
 
 nb::object number_or_none(double value) {
@@ -51,6 +52,10 @@ class PyVideoAttention {
   }
 
   const VideoGeometry& geometry() const { return probe_->geometry(); }
+  Mask mask(const std::string& choice) const {
+    const std::optional<HeadMask> head = to_force(choice, "choice");
+    return probe_->mask(*head);
+  }
   std::int64_t band() const { return probe_->band(); }
 
   nb::dict forward(const TensorDesc& q, const TensorDesc& k, const TensorDesc& v,
@@ -196,6 +201,7 @@ void bind_video_attention(nb::module_& m) {
           "block_kv"_a.none(), "scale"_a.none())
       .def_prop_ro("geometry", &PyVideoAttention::geometry)
       .def_prop_ro("band", &PyVideoAttention::band)
+      .def("mask", &PyVideoAttention::mask, "choice"_a)
       .def("forward", &PyVideoAttention::forward, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "layout"_a,
            "layer"_a, "step"_a);
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
+from ._mask import Mask
 from ._tensors import (
     batch_heads_len,
     check_int,
@@ -16,9 +17,6 @@ from ._tensors import (
     torch_desc,
     torch_module,
 )
-
-_FORCE = (None, "dense", "spatial", "temporal")
-
 
 class VideoAttention:
     """Routed sparse attention over every head of a layer of a video model.
@@ -47,8 +45,9 @@ class VideoAttention:
         if not isinstance(geometry, _core.VideoGeometry):
             raise TypeError(f"geometry: expected a tilesplash.VideoGeometry, got "
                             f"{type(geometry).__name__}")
-        if force not in _FORCE:
-            raise ValueError(f"force: expected None, 'dense', 'spatial' or 'temporal', got {force!r}")
+        if force is not None and not isinstance(force, str):
+            raise TypeError(f"force: expected None or a mask name ('dense', 'spatial', "
+                            f"'temporal'), got {type(force).__name__}")
         if isinstance(density, bool) or not isinstance(density, (int, float, np.floating)):
             raise TypeError(f"density: expected a float in (0, 1], got {type(density).__name__}")
         self._core = _core.VideoAttention(
@@ -67,6 +66,13 @@ class VideoAttention:
     def band(self) -> int:
         """The band half-width W in tokens (given, or resolved from density)."""
         return self._core.band
+
+    def mask(self, choice: str) -> Mask:
+        """The mask a head with this choice ("dense", "spatial", "temporal") runs, on the
+        original token order."""
+        if not isinstance(choice, str):
+            raise TypeError(f"choice: expected 'dense', 'spatial' or 'temporal', got {choice!r}")
+        return Mask(self._core.mask(choice))
 
     def __call__(self, q, k, v, layer=0, step=0, layout="bnhd", return_lse=False):
         """Attention of every head of q, k, v ([.., tokens, ..] in `layout`, tokens =

@@ -20,10 +20,11 @@ def pytest_report_header(config):
 
 @pytest.fixture(scope="session", autouse=True)
 def _imported_from_the_expected_place():
-    # ctest must test the build tree, not an older installed copy.
-    if os.environ.get("TILESPLASH_EXPECT_BUILD_TREE"):
-        path = os.environ["PYTHONPATH"].split(os.pathsep)[0]
-        assert os.path.realpath(tilesplash.__file__).startswith(os.path.realpath(path))
+    # ctest tests the build tree and CI the installed wheel, never a stale copy.
+    expected = os.environ.get("TILESPLASH_EXPECT_PACKAGE_IN")
+    if expected:
+        where = os.path.realpath(tilesplash.__file__)
+        assert where.startswith(os.path.realpath(expected) + os.sep), (where, expected)
 
 
 def reference_attention(q, k, v, keep, scale=None):
@@ -48,3 +49,68 @@ def reference_attention(q, k, v, keep, scale=None):
 def mask_matrix(mask, q_len, kv_len):
     """The keep matrix of a tilesplash.Mask (small shapes only)."""
     return np.array([[mask.keeps(i, j) for j in range(kv_len)] for i in range(q_len)], dtype=bool)
+
+
+DTYPES = ["f32", "f16", "bf16"]
+LAYOUTS = ["bhnd", "bnhd", "hnd"]
+
+
+def numpy_dtype(name):
+    if name == "bf16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype({"f32": np.float32, "f16": np.float16}[name])
+
+
+def tolerance(name):
+    """Absolute tolerance per unit of max|V|: f32 accumulation; bf16 rounds P for
+    P.V and the output to bf16; f16 rounds the output to f16."""
+    return {"f32": 2e-6, "f16": 1e-3, "bf16": 6e-3}[name]
+
+
+def to_layout(x, layout):
+    """A canonical [B, H, N, d] array in `layout` (hnd needs B == 1)."""
+    if layout == "bhnd":
+        return np.ascontiguousarray(x)
+    if layout == "bnhd":
+        return np.ascontiguousarray(x.transpose(0, 2, 1, 3))
+    assert x.shape[0] == 1
+    return np.ascontiguousarray(x[0])
+
+
+def lse_from_layout(lse, layout):
+    """The LSE as [B, H, N]: hnd gives [H, N], the others [B, H, N] already."""
+    return lse[None] if layout == "hnd" else lse
+
+
+def from_layout(x, layout):
+    """Back to canonical [B, H, N, d]."""
+    if layout == "bhnd":
+        return x
+    if layout == "bnhd":
+        return x.transpose(0, 2, 1, 3)
+    return x[None]
+
+
+def random_qkv(rng, batch, heads, q_len, kv_len, d, dv, dtype="f32"):
+    """Canonical [B, H, N, d] inputs rounded to `dtype` (returned as that dtype)."""
+    t = numpy_dtype(dtype)
+    q = rng.standard_normal((batch, heads, q_len, d)).astype(np.float32).astype(t)
+    k = rng.standard_normal((batch, heads, kv_len, d)).astype(np.float32).astype(t)
+    v = rng.standard_normal((batch, heads, kv_len, dv)).astype(np.float32).astype(t)
+    return q, k, v
+
+
+def check_against_reference(out, lse, q, k, v, keep, dtype, scale=None):
+    """out [B, H, Nq, dv] and lse [B, H, Nq] against the float64 reference."""
+    vmax = float(np.abs(v.astype(np.float64)).max())
+    for b in range(q.shape[0]):
+        ref, ref_lse = reference_attention(q[b], k[b], v[b], keep, scale)
+        np.testing.assert_allclose(out[b].astype(np.float64), ref, rtol=0,
+                                   atol=tolerance(dtype) * max(vmax, 1e-30))
+        if lse is not None:
+            finite = np.isfinite(ref_lse)
+            assert np.array_equal(np.isfinite(lse[b]), finite)
+            assert np.all(lse[b][~finite] == -np.inf)
+            np.testing.assert_allclose(lse[b][finite], ref_lse[finite], rtol=2e-6, atol=2e-5)
