@@ -160,6 +160,17 @@ def test_step_counting(model, inputs, enabled):
     assert steps == [0, 0, 1, 1, 1, 2, 0, 0, 1]
 
 
+def test_step_counting_with_batched_cfg(model, enabled):
+    # CFG batched into one call (timestep [t, t]) and CFG as two calls count alike;
+    # a change of batch size at one timestep is not a new step.
+    handle = enabled()
+    hidden, text = wan_inputs(batch=2)
+    for timestep, batch in ((999.0, 2), (999.0, 1), (900.0, 2), (900.0, 1), (900.0, 1), (800.0, 1)):
+        run_wan(model, hidden[:batch], text[:batch], timestep)
+    steps = [record["step"] for record in handle.report() if record["layer"] == 0]
+    assert steps == [0, 0, 1, 1, 1, 2]
+
+
 def test_set_step(model, inputs, enabled):
     handle = enabled()
     hidden, text = inputs
@@ -195,7 +206,8 @@ def test_report_contents(model, inputs, enabled):
     report = handle.report()
     assert len(report) == LAYERS
     for record in report:
-        assert {"layer", "step", "heads", "seconds", "geometry"} <= set(record)
+        assert {"layer", "module", "step", "heads", "seconds", "geometry"} <= set(record)
+        assert record["module"] == f"blocks.{record['layer']}.attn1"
         assert record["step"] == 0
         assert record["seconds"] > 0
         assert record["geometry"] == {"frames": 6, "height": 8, "width": 8, "text": 0}

@@ -13,8 +13,9 @@ frames, height and width after patching (from the input's shape and the
 model's patch size) and the denoising step (from the timesteps: a new value
 starts a new step, so classifier-free guidance's two calls at one timestep are
 one step). Each processor knows its layer. Supported: ``WanTransformer3DModel``
-(Wan 2.1 / 2.2 text-to-video) and ``CogVideoXTransformer3DModel``; see
-docs/diffusers.md for what does not fit (HunyuanVideo) and why.
+(Wan 2.1 / 2.2), ``WanVACETransformer3DModel`` and
+``CogVideoXTransformer3DModel``; see docs/diffusers.md for what does not fit
+(HunyuanVideo) and why.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class TilesplashHandle:
     def report(self) -> list[dict]:
         """One dict per self-attention call since ``enable``, in call order.
 
-        Keys: ``layer``, ``step``, ``heads`` (one dict per head: ``choice``
+        Keys: ``layer``, ``module`` (e.g. "blocks.3.attn1"), ``step``, ``heads`` (one dict per head: ``choice``
         "dense" / "spatial" / "temporal", ``mse_spatial``, ``mse_temporal``,
         ``density``, ``seconds``), ``seconds`` (the whole call), ``geometry``
         and the layer timings of ``tilesplash.VideoAttention``'s report.
@@ -83,9 +84,9 @@ class TilesplashHandle:
         import inspect
 
         self._signature = inspect.signature(self._transformer.forward)
-        for layer, module in enumerate(self._kind.attention_modules(self._transformer)):
+        for layer, name, module in self._kind.attention_modules(self._transformer):
             self._originals.append((module, module.processor))
-            module.set_processor(self._kind.processor(self._runtime, layer))
+            module.set_processor(self._kind.processor(self._runtime, layer, name))
         self._hook = self._transformer.register_forward_pre_hook(self._before_forward, with_kwargs=True)
 
     def _before_forward(self, module, args, kwargs):
@@ -139,7 +140,7 @@ def enable(
         samples=_positive_int(samples, "samples"),
         threads=_non_negative_int(threads, "threads"),
     )
-    for layer, module in enumerate(kind.attention_modules(transformer)):
+    for _, name, module in kind.attention_modules(transformer):
         processor = module.processor
         if isinstance(processor, kind.processor):
             raise ValueError(
@@ -147,7 +148,7 @@ def enable(
             )
         if type(processor) is not kind.native_processor:
             raise ValueError(
-                f"tilesplash.diffusers.enable: layer {layer}'s self-attention runs {type(processor).__name__}; "
+                f"tilesplash.diffusers.enable: {name} runs {type(processor).__name__}; "
                 f"expected diffusers' {kind.native_processor.__name__} (tilesplash reproduces that one exactly)"
             )
     handle = TilesplashHandle(transformer, kind, Runtime(settings))

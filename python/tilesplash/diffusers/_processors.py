@@ -38,12 +38,13 @@ class _Processor:
     _attention_backend = None
     _parallel_config = None
 
-    def __init__(self, runtime: Runtime, layer: int) -> None:
+    def __init__(self, runtime: Runtime, layer: int, name: str) -> None:
         self.runtime = runtime
         self.layer = layer
+        self.name = name  # the module's path in the transformer, for the report
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(layer={self.layer})"
+        return f"{type(self).__name__}(layer={self.layer}, module={self.name!r})"
 
 
 class WanTilesplashProcessor(_Processor):
@@ -80,7 +81,7 @@ class WanTilesplashProcessor(_Processor):
             query = _wan_rotary(query, *rotary_emb)
             key = _wan_rotary(key, *rotary_emb)
 
-        hidden_states = self.runtime.attend(query, key, value, layer=self.layer, layout="bnhd")
+        hidden_states = self.runtime.attend(query, key, value, layer=self.layer, module=self.name, layout="bnhd")
         hidden_states = hidden_states.flatten(2, 3)
         hidden_states = hidden_states.type_as(query)
 
@@ -136,7 +137,7 @@ class CogVideoXTilesplashProcessor(_Processor):
                 key[:, :, text_seq_length:] = apply_rotary_emb(key[:, :, text_seq_length:], image_rotary_emb)
 
         hidden_states = self.runtime.attend(
-            query, key, value, layer=self.layer, layout="bhnd", text=text_seq_length, text_at="before"
+            query, key, value, layer=self.layer, module=self.name, layout="bhnd", text=text_seq_length, text_at="before"
         )
 
         hidden_states = hidden_states.transpose(1, 2).reshape(batch_size, -1, attn.heads * head_dim)
@@ -158,7 +159,8 @@ class ModelKind:
     model_class: type
     native_processor: type  # the exact processor class the swapped modules must hold
     processor: type
-    attention_modules: Callable[[torch.nn.Module], list]  # self-attention modules, in layer order
+    # (layer, name, module) of every self-attention module to swap, in call order
+    attention_modules: Callable[[torch.nn.Module], list[tuple[int, str, torch.nn.Module]]]
     video_shape: Callable[[torch.nn.Module, torch.Tensor], tuple[int, int, int]]
 
 
@@ -177,9 +179,23 @@ def _cogvideox_video_shape(model, hidden_states: torch.Tensor) -> tuple[int, int
     return frames // p_t, height // p, width // p
 
 
+def _self_attention(model, blocks: str) -> list[tuple[int, str, torch.nn.Module]]:
+    return [(i, f"{blocks}.{i}.attn1", block.attn1) for i, block in enumerate(getattr(model, blocks))]
+
+
+def _wan_vace_self_attention(model) -> list[tuple[int, str, torch.nn.Module]]:
+    # The control branch's blocks run first, each feeding the main block
+    # config.vace_layers[i]: that block's depth is its layer (for dense_layers).
+    vace = [
+        (model.config.vace_layers[i], f"vace_blocks.{i}.attn1", block.attn1)
+        for i, block in enumerate(model.vace_blocks)
+    ]
+    return vace + _self_attention(model, "blocks")
+
+
 def model_kinds() -> list[ModelKind]:
     """The supported transformers; imports diffusers."""
-    from diffusers import CogVideoXTransformer3DModel, WanTransformer3DModel
+    from diffusers import CogVideoXTransformer3DModel, WanTransformer3DModel, WanVACETransformer3DModel
     from diffusers.models.attention_processor import CogVideoXAttnProcessor2_0
     from diffusers.models.transformers.transformer_wan import WanAttnProcessor
 
@@ -189,7 +205,15 @@ def model_kinds() -> list[ModelKind]:
             model_class=WanTransformer3DModel,
             native_processor=WanAttnProcessor,
             processor=WanTilesplashProcessor,
-            attention_modules=lambda model: [block.attn1 for block in model.blocks],
+            attention_modules=lambda model: _self_attention(model, "blocks"),
+            video_shape=_wan_video_shape,
+        ),
+        ModelKind(
+            name="WanVACETransformer3DModel",
+            model_class=WanVACETransformer3DModel,
+            native_processor=WanAttnProcessor,
+            processor=WanTilesplashProcessor,
+            attention_modules=_wan_vace_self_attention,
             video_shape=_wan_video_shape,
         ),
         ModelKind(
@@ -197,7 +221,7 @@ def model_kinds() -> list[ModelKind]:
             model_class=CogVideoXTransformer3DModel,
             native_processor=CogVideoXAttnProcessor2_0,
             processor=CogVideoXTilesplashProcessor,
-            attention_modules=lambda model: [block.attn1 for block in model.transformer_blocks],
+            attention_modules=lambda model: _self_attention(model, "transformer_blocks"),
             video_shape=_cogvideox_video_shape,
         ),
     ]

@@ -110,7 +110,7 @@ class Runtime:
             self._layers[geometry_key] = layer
         return layer
 
-    def attend(self, q, k, v, *, layer: int, layout: str, text: int = 0, text_at: str = "none"):
+    def attend(self, q, k, v, *, layer: int, module: str, layout: str, text: int = 0, text_at: str = "none"):
         """Self-attention of every head of one layer; q, k, v as the model holds them."""
         if self.video is None:
             raise RuntimeError(
@@ -134,6 +134,7 @@ class Runtime:
         record = dict(report)
         record.update(
             layer=layer,
+            module=module,
             step=step,
             seconds=seconds,
             geometry={"frames": frames, "height": height, "width": width, "text": text},
