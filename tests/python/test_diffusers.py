@@ -356,3 +356,44 @@ def test_foreign_processor_is_refused():
     model.blocks[0].attn1.set_processor(object())
     with pytest.raises(ValueError, match="WanAttnProcessor"):
         tsd.enable(model)
+
+
+def test_image_to_video_model():
+    # Wan 2.1 I2V: image tokens enter through attn2's added projections; attn1 is plain self-attention.
+    from diffusers import WanTransformer3DModel
+
+    torch.manual_seed(0)
+    model = WanTransformer3DModel(
+        patch_size=(1, 2, 2), num_attention_heads=HEADS, attention_head_dim=64, in_channels=8, out_channels=4,
+        text_dim=32, freq_dim=32, ffn_dim=64, num_layers=2, rope_max_seq_len=64, image_dim=16,
+        added_kv_proj_dim=HEADS * 64,
+    ).eval()
+    generator = torch.Generator().manual_seed(3)
+    kwargs = dict(
+        hidden_states=torch.randn(1, 8, 4, 16, 16, generator=generator),
+        timestep=torch.tensor([500]),
+        encoder_hidden_states=torch.randn(1, 512, 32, generator=generator),  # Wan's fixed text length
+        encoder_hidden_states_image=torch.randn(1, 257, 16, generator=generator),
+        return_dict=False,
+    )
+    with torch.no_grad():
+        native = model(**kwargs)[0]
+        handle = tsd.enable(model, force="dense")
+        try:
+            out = model(**kwargs)[0]
+            assert len(handle.report()) == 2
+        finally:
+            handle.remove()
+    assert relative_error(out, native) <= DENSE_TOLERANCE
+
+
+def test_per_token_timesteps_count_as_one_step(model, inputs, enabled):
+    # Wan 2.2 TI2V passes timestep [B, tokens]: the first frame's tokens at 0, the rest at t.
+    handle = enabled()
+    hidden, text = inputs
+    for t in (999.0, 999.0, 900.0):
+        timestep = torch.full((1, TOKENS), t)
+        timestep[:, : TOKENS // 6] = 0.0
+        with torch.no_grad():
+            model(hidden_states=hidden, timestep=timestep, encoder_hidden_states=text, return_dict=False)
+    assert [record["step"] for record in handle.report() if record["layer"] == 0] == [0, 0, 1]
