@@ -103,7 +103,16 @@ def parse_args(argv):
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--compare", action="store_true", help="also run the native pipeline and compare the videos")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.steps < 1:
+        parser.error("--steps must be >= 1")
+    if args.frames < 1 or (args.frames - 1) % 4:
+        parser.error("--frames must be 4k + 1 (the VAE compresses 4 frames into one after the first)")
+    if args.height < 16 or args.height % 16 or args.width < 16 or args.width % 16:
+        parser.error("--height and --width must be positive multiples of 16 (VAE stride 8 x patch 2)")
+    if not 0.0 <= args.dense_fraction <= 1.0:
+        parser.error("--dense-fraction must be in [0, 1]")
+    return args
 
 
 def main(argv=None) -> dict:
@@ -121,10 +130,12 @@ def main(argv=None) -> dict:
 
     rows = tilesplash.diffusers.summarize(report)
     geometry = report[0]["geometry"]
+    warmup = f"steps 0..{dense_steps - 1}" if dense_steps else "no steps"
     print(
         f"tilesplash on WanPipeline: {args.steps} steps with CFG, {geometry['frames']} latent frames x "
-        f"{geometry['height']} x {geometry['width']} tokens, density {args.density}, "
-        f"dense: layer 0 and steps 0..{dense_steps - 1}"
+        f"{geometry['height']} x {geometry['width']} tokens, density {args.density}\n"
+        f"dense warm-up: layer 0 and {warmup} (the first {args.dense_fraction:.0%} of the steps, "
+        "as Sparse VideoGen keeps them)"
     )
     print(format_summary(rows))
     print(f"video {tuple(video.shape)}, finite: {bool(torch.isfinite(video).all())}")
