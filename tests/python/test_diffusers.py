@@ -397,3 +397,13 @@ def test_per_token_timesteps_count_as_one_step(model, inputs, enabled):
         with torch.no_grad():
             model(hidden_states=hidden, timestep=timestep, encoder_hidden_states=text, return_dict=False)
     assert [record["step"] for record in handle.report() if record["layer"] == 0] == [0, 0, 1]
+
+
+def test_gradients_are_refused_not_cut(model, inputs, enabled):
+    # No backward: a call that builds an autograd graph must fail, not return a detached output.
+    enabled()
+    hidden, text = inputs
+    with pytest.raises(RuntimeError, match="no_grad"):
+        model(hidden_states=hidden, timestep=torch.tensor([500.0]), encoder_hidden_states=text, return_dict=False)
+    with torch.inference_mode():
+        model(hidden_states=hidden, timestep=torch.tensor([500.0]), encoder_hidden_states=text, return_dict=False)

@@ -126,6 +126,12 @@ class Runtime:
                 f"{frames} frames x {height} x {width} after patching + {text} text = {expected}; "
                 "a sequence split across processes needs the process_group hook, not yet available"
             )
+        if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+            # The kernel has no backward: going on would cut the autograd graph silently.
+            raise RuntimeError(
+                "tilesplash.diffusers is inference only (no backward): call the transformer under "
+                "torch.no_grad() or torch.inference_mode(), as diffusers pipelines do"
+            )
         step = self.steps.step
         video_attention = self._video_attention((frames, height, width, text, text_at))
         start = time.perf_counter()
