@@ -81,16 +81,6 @@ def generate(pipe: WanPipeline, args) -> torch.Tensor:
     return torch.from_numpy(result.frames)
 
 
-def format_summary(rows: list[dict]) -> str:
-    lines = ["step  calls  dense  spatial  temporal  density  attention_ms"]
-    for row in rows:
-        lines.append(
-            f"{row['step']:>4}  {row['calls']:>5}  {row['dense']:>5}  {row['spatial']:>7}  {row['temporal']:>8}"
-            f"  {row['density']:>7.3f}  {1000 * row['seconds']:>12.1f}"
-        )
-    return "\n".join(lines)
-
-
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=10, help="denoising steps (default 10)")
@@ -137,7 +127,7 @@ def main(argv=None) -> dict:
         f"dense warm-up: layer 0 and {warmup} (the first {args.dense_fraction:.0%} of the steps, "
         "as Sparse VideoGen keeps them)"
     )
-    print(format_summary(rows))
+    print(tilesplash.diffusers.summary_table(report))
     print(f"video {tuple(video.shape)}, finite: {bool(torch.isfinite(video).all())}")
     result = {"rows": rows, "video": video, "dense_steps": dense_steps}
 

@@ -3,7 +3,7 @@
     import tilesplash.diffusers
     handle = tilesplash.diffusers.enable(pipe.transformer, density=0.25, dense_steps=10)
     video = pipe(...).frames
-    print(tilesplash.diffusers.summarize(handle.report()))
+    print(tilesplash.diffusers.summary_table(handle.report()))
     handle.remove()
 
 ``enable`` swaps the processor of every block's self-attention (``attn1``) for
@@ -29,9 +29,9 @@ except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError("tilesplash.diffusers needs PyTorch and diffusers: pip install torch diffusers") from error
 
 from ._processors import ModelKind, model_kinds
-from ._runtime import Runtime, Settings, summarize
+from ._runtime import Runtime, Settings, summarize, summary_table
 
-__all__ = ["enable", "TilesplashHandle", "summarize"]
+__all__ = ["enable", "TilesplashHandle", "summarize", "summary_table"]
 
 _FORCE_CHOICES = (None, "dense", "spatial", "temporal")
 

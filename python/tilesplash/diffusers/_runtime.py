@@ -171,3 +171,14 @@ def summarize(report: list[dict]) -> list[dict]:
         heads = row["dense"] + row["spatial"] + row["temporal"]
         row["density"] = row["density"] / heads if heads else 1.0
     return [rows[step] for step in sorted(rows)]
+
+
+def summary_table(report: list[dict]) -> str:
+    """``summarize(report)`` as a text table, one line per step."""
+    lines = ["step  calls  dense  spatial  temporal  density  attention_ms"]
+    for row in summarize(report):
+        lines.append(
+            f"{row['step']:>4}  {row['calls']:>5}  {row['dense']:>5}  {row['spatial']:>7}  {row['temporal']:>8}"
+            f"  {row['density']:>7.3f}  {1000 * row['seconds']:>12.1f}"
+        )
+    return "\n".join(lines)
