@@ -13,25 +13,22 @@ from typing import Optional
 
 import torch
 
-from . import _core
+from ._attention import run_attention
 from ._mask import as_mask
-from ._tensors import batch_heads_len, out_shape, torch_desc
+from ._tensors import batch_heads_len, check_layout, check_qkv, out_shape
 
 
 @torch.library.custom_op("tilesplash::attention", mutates_args=(), device_types="cpu")
 def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: str, layout: str,
                  scale: Optional[float], block_q: Optional[int], block_kv: Optional[int],
                  threads: int) -> tuple[torch.Tensor, torch.Tensor]:
-    out = torch.empty(out_shape(q, v), dtype=q.dtype)
-    lse = torch.empty(batch_heads_len(q, layout), dtype=torch.float32)
-    _core.attention(torch_desc(q, "q"), torch_desc(k, "k"), torch_desc(v, "v"),
-                    torch_desc(out, "out"), lse.data_ptr(), layout, as_mask(mask)._core, scale,
-                    block_q, block_kv, threads, True)
-    return out, lse
+    check_qkv(q, k, v, check_layout(layout))  # again: the op can be called directly
+    return run_attention("torch", q, k, v, layout, as_mask(mask), scale, block_q, block_kv, threads)
 
 
 @attention_op.register_fake
 def _attention_fake(q, k, v, mask, layout, scale, block_q, block_kv, threads):
+    check_qkv(q, k, v, check_layout(layout))  # shape errors surface while tracing
     out = q.new_empty(out_shape(q, v))
     lse = q.new_empty(batch_heads_len(q, layout), dtype=torch.float32)
     return out, lse
