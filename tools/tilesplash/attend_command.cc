@@ -13,7 +13,6 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "commands.h"
@@ -21,9 +20,11 @@
 #include "progress.h"
 #include "report.h"
 #include "tilesplash/attention.h"
+#include "tilesplash/batched_attention.h"
 #include "tilesplash/mask_spec.h"
 #include "tilesplash/output_set.h"
 #include "tilesplash/plan.h"
+#include "tilesplash/plan_cache.h"
 #include "tilesplash/routing.h"
 #include "tilesplash/tensor_io.h"
 #include "tilesplash/video.h"
@@ -88,14 +89,12 @@ VideoGeometry route_geometry(const std::string& text) {
   return video_preset(text).geometry;
 }
 
-// One [1, len, dim] head of a [heads, len, dim] view.
-template <typename View>
-View head_of(View view, std::int64_t h, std::int64_t elem_size) {
-  using Byte = std::conditional_t<std::is_const_v<std::remove_pointer_t<decltype(view.data)>>,
-                                  const std::byte, std::byte>;
-  view.data = static_cast<Byte*>(view.data) + h * view.head_stride * elem_size;
-  view.heads = 1;
-  return view;
+StridedTensor strided(const Tensor& tensor) {
+  return {tensor.data.data(), tensor.dtype, tensor.shape, {}};
+}
+
+MutableStridedTensor mutable_strided(Tensor& tensor) {
+  return {tensor.data.data(), tensor.dtype, tensor.shape, {}};
 }
 
 nlohmann::ordered_json number_or_null(double value) {
@@ -172,27 +171,25 @@ void run_attend(const AttendOptions& options) {
 
   const auto start = Clock::now();
   Progress progress("attend", qd.batch * qd.heads, progress_wanted(options.quiet));
+  const LayoutArgs args{layout, strided(q), strided(k), strided(v), mutable_strided(out), lse_data};
+  const BatchProgress advance = [&](std::int64_t first, std::int64_t count) {
+    progress.set_detail(fmt::format("batch {}", first + count - 1));
+    progress.advance(count * qd.heads);
+  };
   auto head_rows = nlohmann::ordered_json::array();
   if (mask) {
-    const TilePlan plan = TilePlan::build(*mask, qd.len, kd.len, blocks);
-    record["mask"] = mask->to_string();
-    record["density"] = plan.stats().density;
-    record["plan_seconds"] = plan.stats().build_seconds;
+    MaskedAttentionOptions masked;
+    masked.attention = attention_options;
+    masked.block_q = blocks.block_q;
+    masked.block_kv = blocks.block_kv;
+    PlanCache plans;
+    masked.plans = &plans;
+    masked.progress = advance;
     AttentionRunner runner;
-    for (std::int64_t b = 0; b < qd.batch; ++b) {
-      const TensorView qb = batch_view(q, layout, b, options.q);
-      const TensorView kb = batch_view(k, layout, b, options.k);
-      const TensorView vb = batch_view(v, layout, b, options.v);
-      const MutableTensorView ob = mutable_batch_view(out, layout, b, options.out);
-      for (std::int64_t h = 0; h < qd.heads; ++h) {
-        progress.set_detail(fmt::format("batch {} head {}", b, h));
-        AttentionArgs args{head_of(qb, h, size_of(q.dtype)), head_of(kb, h, size_of(k.dtype)),
-                           head_of(vb, h, size_of(v.dtype)), head_of(ob, h, size_of(out_dtype)),
-                           lse_data + (b * qd.heads + h) * qd.len};
-        runner.forward(plan, args, attention_options);
-        progress.advance();
-      }
-    }
+    const MaskedAttentionResult result = masked_attention(runner, *mask, args, masked);
+    record["mask"] = mask->to_string();
+    record["density"] = result.plan->stats().density;
+    record["plan_seconds"] = result.plan->stats().build_seconds;
   } else {
     VideoAttentionOptions video_options =
         options.method.empty()
@@ -207,16 +204,11 @@ void run_attend(const AttendOptions& options) {
     record["method"] = options.method.empty() ? "svg" : options.method;
     record["band"] = attention.band();
     double kept = 0.0;
-    for (std::int64_t b = 0; b < qd.batch; ++b) {
-      progress.set_detail(fmt::format("batch {}", b));
-      AttentionArgs args{batch_view(q, layout, b, options.q), batch_view(k, layout, b, options.k),
-                         batch_view(v, layout, b, options.v),
-                         mutable_batch_view(out, layout, b, options.out),
-                         lse_data + b * qd.heads * qd.len};
-      const LayerReport report = attention.forward(args);
-      for (const HeadReport& head : report.heads) {
+    const std::vector<LayerReport> reports = layout_video_attention(attention, args, 0, 0, advance);
+    for (std::size_t b = 0; b < reports.size(); ++b) {
+      for (const HeadReport& head : reports[b].heads) {
         nlohmann::ordered_json row;
-        row["batch"] = b;
+        row["batch"] = static_cast<std::int64_t>(b);
         row["head"] = head.head;
         row["choice"] = std::string(to_string(head.choice));
         row["mse_spatial"] = number_or_null(head.mse_spatial);
@@ -226,7 +218,6 @@ void run_attend(const AttendOptions& options) {
         kept += head.density;
         head_rows.push_back(std::move(row));
       }
-      progress.advance(qd.heads);
     }
     record["density"] = kept / static_cast<double>(qd.batch * qd.heads);
   }

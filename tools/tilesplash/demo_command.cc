@@ -25,10 +25,12 @@
 #include "report.h"
 #include "tile_png.h"
 #include "tilesplash/attention.h"
+#include "tilesplash/evaluation.h"
 #include "tilesplash/output_set.h"
 #include "tilesplash/plan.h"
 #include "tilesplash/routing.h"
 #include "tilesplash/video.h"
+#include "tilesplash/video_plan.h"
 #include "tilesplash/workload.h"
 
 namespace tilesplash::cli {
@@ -45,31 +47,6 @@ struct DemoOptions {
   bool json = false;
   bool quiet = false;
 };
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-double cosine(const float* a, const float* b, std::int64_t count) {
-  double dot = 0.0, aa = 0.0, bb = 0.0;
-  for (std::int64_t i = 0; i < count; ++i) {
-    dot += static_cast<double>(a[i]) * b[i];
-    aa += static_cast<double>(a[i]) * a[i];
-    bb += static_cast<double>(b[i]) * b[i];
-  }
-  return aa > 0.0 && bb > 0.0 ? dot / std::sqrt(aa * bb) : 0.0;
-}
-
-MutableTensorView head_out(std::vector<float>& out, std::int64_t h, std::int64_t n,
-                           std::int64_t d) {
-  return MutableTensorView::contiguous(out.data() + h * n * d, DType::kF32, 1, n, d);
-}
-
-TensorView head_in(TensorView view, std::int64_t h) {
-  view.data = static_cast<const std::byte*>(view.data) + h * view.head_stride * size_of(view.dtype);
-  view.heads = 1;
-  return view;
-}
 
 void print_text(const nlohmann::ordered_json& record, std::ostream& out) {
   out << fmt::format("tilesplash demo: {} ({})\n", record["preset"].get<std::string>(),
@@ -146,46 +123,25 @@ void run_demo(const DemoOptions& options) {
   attention_options.density = options.density;
   attention_options.threads = threads;
   attention_options.router.seed = options.seed;
-  VideoAttention attention(geometry, attention_options);
-
-  std::vector<float> sparse_out(static_cast<std::size_t>(heads * n * d));
-  std::vector<float> dense_out(sparse_out.size());
-  std::vector<HeadReport> sparse_heads;
-  double routing = 0.0, permute = 0.0, sparse = 0.0, plan_build = 0.0;
-  for (std::int64_t h = 0; h < heads; ++h) {
-    progress.set_detail(fmt::format("head {} routed + sparse", h));
-    const LayerReport report =
-        attention.forward({head_in(workload.q(), h), head_in(workload.k(), h),
-                           head_in(workload.v(), h), head_out(sparse_out, h, n, d)});
-    HeadReport head = report.heads.front();
-    head.head = h;
-    sparse_heads.push_back(head);
-    routing += report.routing_seconds;
-    permute += report.permute_seconds;
-    sparse += report.attention_seconds;
-    plan_build += report.plan_seconds;
+  DenseComparisonOptions compare;
+  compare.head_by_head = true;  // a progress step per head
+  compare.on_head = [&](std::int64_t head, bool dense) {
     progress.advance();
-  }
-
-  progress.set_detail("dense plan");
-  const TilePlan dense_plan = TilePlan::build(Mask::dense(), n, n, attention_options.blocks);
-  plan_build += dense_plan.stats().build_seconds;
-  AttentionRunner runner;
-  AttentionOptions dense_options;
-  dense_options.threads = threads;
-  std::vector<double> dense_seconds;
-  for (std::int64_t h = 0; h < heads; ++h) {
-    progress.set_detail(fmt::format("head {} dense", h));
-    const auto start = std::chrono::steady_clock::now();
-    runner.forward(dense_plan,
-                   {head_in(workload.q(), h), head_in(workload.k(), h), head_in(workload.v(), h),
-                    head_out(dense_out, h, n, d)},
-                   dense_options);
-    dense_seconds.push_back(seconds_since(start));
-    progress.advance();
-  }
-  double dense = 0.0;
-  for (double s : dense_seconds) dense += s;
+    if (dense && head + 1 == heads) return;
+    const bool next_dense = dense || head + 1 == heads;
+    progress.set_detail(fmt::format("head {} {}", head + 1 == heads ? 0 : head + 1,
+                                    next_dense ? "dense" : "routed + sparse"));
+  };
+  progress.set_detail("head 0 routed + sparse");
+  const DenseComparison comparison = compare_with_dense(geometry, attention_options, workload.q(),
+                                                        workload.k(), workload.v(), compare);
+  const LayerReport& sparse_layer = comparison.sparse;
+  const LayerReport& dense_layer = *comparison.dense;
+  const double routing = sparse_layer.routing_seconds;
+  const double permute = sparse_layer.permute_seconds;
+  const double sparse = sparse_layer.attention_seconds;
+  const double dense = dense_layer.attention_seconds;
+  const double plan_build = sparse_layer.plan_seconds + dense_layer.plan_seconds;
 
   nlohmann::ordered_json record;
   record["preset"] = std::string(preset.name);
@@ -199,14 +155,15 @@ void run_demo(const DemoOptions& options) {
   record["threads"] = threads;
   record["isa"] = active_isa();
   record["target_density"] = options.density;
-  record["band"] = attention.band();
+  record["band"] = sparse_layer.band;
   record["band_frames"] =
-      static_cast<double>(attention.band()) / static_cast<double>(geometry.tokens_per_frame());
+      static_cast<double>(sparse_layer.band) / static_cast<double>(geometry.tokens_per_frame());
   auto rows = nlohmann::ordered_json::array();
   double cosine_sum = 0.0;
-  for (const HeadReport& head : sparse_heads) {
+  for (const HeadReport& head : sparse_layer.heads) {
     const std::size_t h = static_cast<std::size_t>(head.head);
-    const double cos = cosine(sparse_out.data() + h * n * d, dense_out.data() + h * n * d, n * d);
+    const double cos = comparison.cosine[h];
+    const double dense_seconds = dense_layer.heads[h].seconds;
     cosine_sum += cos;
     nlohmann::ordered_json row;
     row["head"] = head.head;
@@ -214,8 +171,8 @@ void run_demo(const DemoOptions& options) {
     row["choice"] = std::string(to_string(head.choice));
     row["density"] = head.density;
     row["sparse_ms"] = head.seconds * 1e3;
-    row["dense_ms"] = dense_seconds[h] * 1e3;
-    row["speedup"] = head.seconds > 0.0 ? dense_seconds[h] / head.seconds : 0.0;
+    row["dense_ms"] = dense_seconds * 1e3;
+    row["speedup"] = head.seconds > 0.0 ? dense_seconds / head.seconds : 0.0;
     row["cosine_vs_dense"] = cos;
     rows.push_back(std::move(row));
   }
@@ -237,9 +194,8 @@ void run_demo(const DemoOptions& options) {
     progress.set_detail("pictures");
     // The band plan every routed head executes: spatial heads in frame-major
     // order, temporal heads after the token-major permutation.
-    const VideoRunMasks masks =
-        video_run_masks(VideoMaskKind::kSpatial, geometry, attention.band(), {});
-    const TilePlan band_plan = TilePlan::build(masks.band, n, n, attention_options.blocks);
+    const TilePlan band_plan = TilePlan::build(video_band_mask(geometry, sparse_layer.band, {}), n,
+                                               n, attention_options.blocks);
     write_png(png_path, render_tile_map(band_plan, {1024, geometry}));
     record["png"] = nlohmann::ordered_json::array({png_path});
   }

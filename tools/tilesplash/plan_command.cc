@@ -9,6 +9,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "commands.h"
@@ -21,7 +22,7 @@
 #include "tilesplash/plan.h"
 #include "tilesplash/radial.h"
 #include "tilesplash/video.h"
-#include "video_plan.h"
+#include "tilesplash/video_plan.h"
 
 namespace tilesplash::cli {
 namespace {
@@ -83,33 +84,28 @@ void run_plan(const PlanOptions& options) {
   }
 
   const Mask mask = parse_mask_spec(options.mask);
-  const BlockSizes blocks{options.block_q, options.block_kv};
-  auto video_fields = nlohmann::ordered_json::object();  // temporal: plans its token-major band
-  const TilePlan plan =
-      TilePlan::build(plan_mask_for(mask, options.q_len, kv_len, blocks, video_fields),
-                      options.q_len, kv_len, blocks);
-  const PlanStats& stats = plan.stats();
+  // A temporal mask plans its token-major band over all of its tokens; say
+  // so in the CLI's own terms before the library would.
+  const std::optional<VideoMaskInfo> info = video_mask_info(mask);
+  if (info && info->kind == VideoMaskKind::kTemporal) {
+    const std::int64_t n = info->geometry.tokens();
+    if (options.q_len != n || kv_len != n) {
+      throw std::invalid_argument(fmt::format(
+          "--q-len/--kv-len: a temporal mask runs permuted over all {} tokens of its geometry; "
+          "give --q-len {} (got {} x {})",
+          n, n, options.q_len, kv_len));
+    }
+  }
+  const MaskPlan planned =
+      plan_mask(mask, options.q_len, kv_len, {options.block_q, options.block_kv});
+  const TilePlan& plan = *planned.plan;
 
   nlohmann::ordered_json record;
-  record["mask"] = mask.to_string();
-  record["q_len"] = options.q_len;
-  record["kv_len"] = kv_len;
-  record["block_q"] = options.block_q;
-  record["block_kv"] = options.block_kv;
-  record["q_blocks"] = plan.num_q_blocks();
-  record["kv_blocks"] = plan.num_kv_blocks();
-  record["full"] = stats.full;
-  record["partial"] = stats.partial;
-  record["empty"] = stats.empty;
-  record["distinct_partial"] = stats.distinct_partial;
-  record["kept_pairs"] = stats.kept_pairs;
-  record["density"] = stats.density;
-  record["plan_bytes"] = stats.plan_bytes;
-  record["build_seconds"] = stats.build_seconds;
-  record.update(video_fields);
+  for (const auto& field : plan_fields(planned)) {
+    std::visit([&](const auto& value) { record[field.first] = value; }, field.second);
+  }
   if (!options.png.empty()) {
     // Frame ticks only where the plan is in frame-major order (not a temporal band).
-    const std::optional<VideoMaskInfo> info = video_mask_info(mask);
     TileMapOptions png_options;
     if (info && info->kind == VideoMaskKind::kSpatial) png_options.geometry = info->geometry;
     if (const auto radial = radial_mask_info(mask)) png_options.geometry = radial->geometry;

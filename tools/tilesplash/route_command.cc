@@ -22,6 +22,7 @@
 #include "options.h"
 #include "report.h"
 #include "tilesplash/attention.h"
+#include "tilesplash/evaluation.h"
 #include "tilesplash/routing.h"
 #include "tilesplash/video.h"
 #include "tilesplash/workload.h"
@@ -53,54 +54,6 @@ struct RouteOptions {
   bool compare_dense = false;
   bool json = false;
 };
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t mid = values.size() / 2;
-  return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
-}
-
-// A report whose per-head and per-layer times are medians over the runs.
-LayerReport median_report(const std::vector<LayerReport>& runs) {
-  LayerReport result = runs.front();
-  const auto pick = [&](auto field) {
-    std::vector<double> values;
-    for (const LayerReport& run : runs) values.push_back(field(run));
-    return median(std::move(values));
-  };
-  result.routing_seconds = pick([](const LayerReport& r) { return r.routing_seconds; });
-  result.permute_seconds = pick([](const LayerReport& r) { return r.permute_seconds; });
-  result.attention_seconds = pick([](const LayerReport& r) { return r.attention_seconds; });
-  result.total_seconds = pick([](const LayerReport& r) { return r.total_seconds; });
-  for (std::size_t h = 0; h < result.heads.size(); ++h) {
-    result.heads[h].seconds = pick([h](const LayerReport& r) { return r.heads[h].seconds; });
-    result.heads[h].permute_seconds =
-        pick([h](const LayerReport& r) { return r.heads[h].permute_seconds; });
-  }
-  return result;
-}
-
-// One warm-up call (plans, workspaces), then `repeats` timed calls.
-LayerReport run_layer(VideoAttention& attention, const AttentionArgs& args,
-                      const RouteOptions& options) {
-  attention.forward(args, options.layer, options.step);
-  std::vector<LayerReport> runs;
-  for (std::int64_t r = 0; r < options.repeats; ++r) {
-    runs.push_back(attention.forward(args, options.layer, options.step));
-  }
-  return median_report(runs);
-}
-
-double cosine(const std::vector<float>& a, const std::vector<float>& b, std::size_t offset,
-              std::size_t count) {
-  double dot = 0.0, aa = 0.0, bb = 0.0;
-  for (std::size_t i = offset; i < offset + count; ++i) {
-    dot += static_cast<double>(a[i]) * b[i];
-    aa += static_cast<double>(a[i]) * a[i];
-    bb += static_cast<double>(b[i]) * b[i];
-  }
-  return aa > 0.0 && bb > 0.0 ? dot / std::sqrt(aa * bb) : 0.0;
-}
 
 nlohmann::ordered_json number_or_null(double value) {
   return std::isfinite(value) ? nlohmann::ordered_json(value) : nlohmann::ordered_json(nullptr);
@@ -163,27 +116,15 @@ void run_route(const RouteOptions& options) {
   const VideoWorkload workload(geometry, workload_options);
 
   const std::int64_t n = geometry.tokens(), heads = options.heads;
-  std::vector<float> sparse_out(static_cast<std::size_t>(heads * n * head_dim));
-  VideoAttention attention(geometry, attention_options);
-  const LayerReport report =
-      run_layer(attention,
-                {workload.q(), workload.k(), workload.v(),
-                 MutableTensorView::contiguous(sparse_out.data(), DType::kF32, heads, n, head_dim)},
-                options);
-
-  std::optional<LayerReport> dense;
-  std::vector<float> dense_out;
-  if (options.compare_dense) {
-    dense_out.resize(sparse_out.size());
-    VideoAttentionOptions dense_options = attention_options;
-    dense_options.force = HeadMask::kDense;
-    VideoAttention dense_attention(geometry, dense_options);
-    dense = run_layer(
-        dense_attention,
-        {workload.q(), workload.k(), workload.v(),
-         MutableTensorView::contiguous(dense_out.data(), DType::kF32, heads, n, head_dim)},
-        options);
-  }
+  DenseComparisonOptions compare;
+  compare.layer = options.layer;
+  compare.step = options.step;
+  compare.compare_dense = options.compare_dense;
+  compare.repeats = static_cast<int>(options.repeats);  // after one warm-up run
+  const DenseComparison comparison = compare_with_dense(geometry, attention_options, workload.q(),
+                                                        workload.k(), workload.v(), compare);
+  const LayerReport& report = comparison.sparse;
+  const std::optional<LayerReport>& dense = comparison.dense;
 
   nlohmann::ordered_json record;
   record["preset"] = preset ? nlohmann::ordered_json(std::string(preset->name)) : nullptr;
@@ -222,10 +163,8 @@ void run_route(const RouteOptions& options) {
     row["sparse_ms"] = head.seconds * 1e3;
     row["permute_ms"] = head.permute_seconds * 1e3;
     if (dense) {
-      const std::size_t count = static_cast<std::size_t>(n * head_dim);
       row["dense_ms"] = dense->heads[static_cast<std::size_t>(head.head)].seconds * 1e3;
-      row["cosine_vs_dense"] =
-          cosine(sparse_out, dense_out, static_cast<std::size_t>(head.head) * count, count);
+      row["cosine_vs_dense"] = comparison.cosine[static_cast<std::size_t>(head.head)];
     }
     head_rows.push_back(std::move(row));
   }

@@ -24,6 +24,7 @@
 #include "tilesplash/plan.h"
 #include "tilesplash/tuning.h"
 #include "tilesplash/video.h"
+#include "tilesplash/video_plan.h"
 
 namespace tilesplash::cli {
 namespace {
@@ -62,15 +63,11 @@ Shape shape_of(const TuneCliOptions& options) {
   Shape shape;
   if (!options.preset.empty()) {
     const VideoPreset& preset = video_preset(options.preset);
-    const VideoGeometry& g = preset.geometry;
-    VideoMaskOptions mask_options;
-    mask_options.text_full = g.text_tokens() > 0;
-    const std::int64_t band =
-        band_for_density(g, options.density, mask_options, VideoMaskKind::kSpatial);
-    shape.mask = video_run_masks(VideoMaskKind::kSpatial, g, band, mask_options).band;
-    shape.q_len = shape.kv_len = g.tokens();
+    const PresetBand band = preset_band(preset, options.density);
+    shape.mask = band.mask;
+    shape.q_len = shape.kv_len = band.tokens;
     shape.about["preset"] = std::string(preset.name);
-    shape.about["band"] = band;
+    shape.about["band"] = band.band;
     shape.about["target_density"] = options.density;
     return shape;
   }

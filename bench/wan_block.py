@@ -1,0 +1,410 @@
+#!/usr/bin/env python3
+"""One Wan 2.1 1.3B transformer block: diffusers' native attention against tilesplash, same run.
+
+Builds a one-layer WanTransformer3DModel with Wan 2.1 1.3B's shapes (12 heads x
+128, ffn 8960, text 4096, random weights, f32) and runs it on a random latent
+of 21 frames x 60 x 104 (480p: 32,760 tokens after patching) with diffusers'
+own attention (PyTorch SDPA) and with tilesplash.diffusers at 25% density,
+every head routed. Forwards alternate (native, tilesplash, native, ...) so a
+change of load falls on both modes alike; `other_s` (block minus
+self-attention: the same code in both modes) shows whether it did. Timings
+are medians over --repeats forwards per mode.
+
+    python bench/wan_block.py                        # 480p: ~2 min a pair on a quiet 2-core Zen 3
+    python bench/wan_block.py --tokens 8190          # 21 x 15 x 26, a quick check
+    python bench/wan_block.py --frames 5 --height 8 --width 16 --repeats 3 --json
+
+Measured: the block (model.blocks[0]: self-attention, cross-attention, FFN,
+norms), its self-attention module attn1 (projections, q/k norms, RoPE,
+attention, output projection) and the attention call itself (diffusers'
+dispatch_attention_fn for native, including its two layout permutes;
+tilesplash's VideoAttention call for tilesplash, routing and permutation
+included). For tilesplash, where its time went: routing, plan building,
+temporal heads' permutation, the kernel, and the Python/binding layer; and
+whether q, k, v were read in place (no layout copy). Kernel GFLOP/s count 4*d
+flops per kept pair (native: every pair). Cosines compare the block outputs
+and the self-attention outputs of the last forward of each mode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+import diffusers.models.transformers.transformer_wan as transformer_wan
+from diffusers import WanTransformer3DModel
+
+# Wan 2.1 T2V 1.3B (Wan-AI/Wan2.1-T2V-1.3B-Diffusers transformer/config.json), one layer.
+WAN_1_3B = dict(
+    patch_size=(1, 2, 2),
+    num_attention_heads=12,
+    attention_head_dim=128,
+    in_channels=16,
+    out_channels=16,
+    text_dim=4096,
+    freq_dim=256,
+    ffn_dim=8960,
+    cross_attn_norm=True,
+    qk_norm="rms_norm_across_heads",
+    eps=1e-6,
+    rope_max_seq_len=1024,
+)
+HEADS, HEAD_DIM = WAN_1_3B["num_attention_heads"], WAN_1_3B["attention_head_dim"]
+TEXT_TOKENS = 512  # UMT5 context length Wan pads prompts to
+TARGETS = {"block_speedup": 1.8, "attention_speedup": 3.5}
+
+
+class Timers:
+    """Wall time of the block, its attn1 module and each attention call; the outputs."""
+
+    def __init__(self, model: WanTransformer3DModel) -> None:
+        self.reset()
+        self.block_output: torch.Tensor | None = None
+        self.attn1_output: torch.Tensor | None = None
+        self.in_place: dict[str, bool] = {}
+        block = model.blocks[0]
+        self._starts: dict[str, float] = {}
+        self._hooks = [
+            block.register_forward_pre_hook(lambda *_: self._start("block")),
+            block.register_forward_hook(self._block_end),
+            block.attn1.register_forward_pre_hook(lambda *_: self._start("attn1")),
+            block.attn1.register_forward_hook(self._attn1_end),
+        ]
+        self._dispatch = transformer_wan.dispatch_attention_fn
+        transformer_wan.dispatch_attention_fn = self._timed_dispatch
+
+    def reset(self) -> None:
+        self.block = self.attn1 = self.self_attention = self.cross_attention = 0.0
+
+    def close(self) -> None:
+        transformer_wan.dispatch_attention_fn = self._dispatch
+        for hook in self._hooks:
+            hook.remove()
+
+    def _start(self, name: str) -> None:
+        self._starts[name] = time.perf_counter()
+
+    def _block_end(self, module, args, output):
+        self.block += time.perf_counter() - self._starts["block"]
+        self.block_output = output.double().flatten()
+
+    def _attn1_end(self, module, args, output):
+        self.attn1 += time.perf_counter() - self._starts["attn1"]
+        self.attn1_output = output.double().flatten()
+
+    def _timed_dispatch(self, query, key, value, *args, **kwargs):
+        start = time.perf_counter()
+        out = self._dispatch(query, key, value, *args, **kwargs)
+        seconds = time.perf_counter() - start
+        if key.shape[1] == query.shape[1]:
+            self.self_attention += seconds
+        else:
+            self.cross_attention += seconds
+        return out
+
+    def watch_layout(self, runtime_class) -> None:
+        """Record whether the kernel reads tilesplash's q, k, v in place (no packing copy)."""
+        import tilesplash._core as core
+        from tilesplash._tensors import torch_desc
+
+        attend = runtime_class.attend
+        timers = self
+
+        def attend_and_check(runtime, q, k, v, **kwargs):
+            for name, x in (("q", q), ("k", k), ("v", v)):
+                timers.in_place[name] = bool(core.reads_in_place(torch_desc(x, name), kwargs["layout"]))
+            return attend(runtime, q, k, v, **kwargs)
+
+        runtime_class.attend = attend_and_check
+        self._hooks.append(_Restore(runtime_class, "attend", attend))
+
+
+class _Restore:
+    def __init__(self, owner, name, value) -> None:
+        self.owner, self.name, self.value = owner, name, value
+
+    def remove(self) -> None:
+        setattr(self.owner, self.name, self.value)
+
+
+def geometry_for_tokens(tokens: int) -> tuple[int, int, int]:
+    """21 latent frames at 480p's aspect (30 x 52 tokens a frame), scaled to about `tokens`."""
+    per_frame = tokens / 21
+    height = max(1, round(math.sqrt(per_frame * 30 / 52)))
+    width = max(1, round(per_frame / height))
+    return 21, height, width
+
+
+def uptime() -> str:
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "load average: " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def forward_once(model, inputs, timers: Timers, handle=None) -> dict:
+    timers.reset()
+    with torch.inference_mode():
+        model(**inputs, return_dict=False)
+    run = {
+        "block_s": timers.block,
+        "attn1_s": timers.attn1,
+        "self_attention_s": timers.self_attention,
+        "cross_attention_s": timers.cross_attention,
+        "block_output": timers.block_output,
+        "attn1_output": timers.attn1_output,
+    }
+    if handle is not None:
+        # tilesplash's self-attention never reaches the dispatcher: the processor's own clock.
+        record = handle.report()[-1]
+        handle.clear_report()
+        run["self_attention_s"] = record["seconds"]
+        run["report"] = record
+    run["other_s"] = run["block_s"] - run["self_attention_s"]
+    return run
+
+
+def median_of(runs: list[dict], key: str) -> float:
+    return statistics.median(run[key] for run in runs)
+
+
+def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float(torch.nn.functional.cosine_similarity(a, b, dim=0))
+
+
+def breakdown(runs: list[dict], tokens: int, native_attention_s: float | None) -> dict:
+    """Where tilesplash's attention time went (medians over forwards) and the kernel's rate."""
+    reports = [run["report"] for run in runs]
+    med = lambda key: statistics.median(r[key] for r in reports)  # noqa: E731
+    kernel = statistics.median(r["attention_seconds"] - r["permute_seconds"] for r in reports)
+    library = med("total_seconds")
+    heads = reports[-1]["heads"]
+    kept_pairs = sum(head["density"] for head in heads) * tokens * tokens
+    out = {
+        "routing_s": med("routing_seconds"),
+        "plan_s": med("plan_seconds"),
+        "permute_s": med("permute_seconds"),
+        "kernel_s": kernel,
+        "library_s": library,
+        "python_binding_s": statistics.median(r["seconds"] - r["total_seconds"] for r in reports),
+        "kept_pairs": kept_pairs,
+        "kernel_gflops": 4 * HEAD_DIM * kept_pairs / kernel / 1e9,
+        "block_q": reports[-1]["block_q"],
+        "block_kv": reports[-1]["block_kv"],
+        "blocks_tuned": reports[-1]["blocks_tuned"],
+        "band": reports[-1]["band"],
+        "choices": [head["choice"] for head in heads],
+        "densities": [head["density"] for head in heads],
+    }
+    if native_attention_s:
+        dense_pairs = HEADS * tokens * tokens
+        out["native_gflops"] = 4 * HEAD_DIM * dense_pairs / native_attention_s / 1e9
+        # The attention speed-up if tilesplash's kernel ran kept pairs at SDPA's rate and nothing else cost.
+        out["ideal_attention_speedup"] = dense_pairs / kept_pairs
+    return out
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    shape = parser.add_mutually_exclusive_group()
+    shape.add_argument("--tokens", type=int, help="about this many video tokens: 21 frames at 480p's aspect")
+    shape.add_argument("--frames", type=int, help="latent frames (with --height, --width: tokens after patching)")
+    parser.add_argument("--height", type=int, default=30, help="tokens per column after patching (default 30)")
+    parser.add_argument("--width", type=int, default=52, help="tokens per row after patching (default 52)")
+    parser.add_argument("--density", type=float, default=0.25, help="tilesplash density (default 0.25)")
+    parser.add_argument("--threads", type=int, default=2, help="PyTorch and tilesplash threads (default 2)")
+    parser.add_argument("--repeats", type=int, default=1, help="forwards per mode; medians are reported (default 1)")
+    parser.add_argument("--mode", choices=("both", "native", "tilesplash"), default="both")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    args = parser.parse_args(argv)
+    if args.tokens is not None:
+        if args.tokens < 21:
+            parser.error("--tokens must be >= 21 (21 latent frames)")
+        args.frames, args.height, args.width = geometry_for_tokens(args.tokens)
+    elif args.frames is None:
+        args.frames = 21
+    for name in ("frames", "height", "width", "threads", "repeats"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be >= 1")
+    if not 0.0 < args.density <= 1.0:
+        parser.error("--density must be in (0, 1]")
+    return args
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    log = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    model = WanTransformer3DModel(num_layers=1, **WAN_1_3B).eval()
+    generator = torch.Generator().manual_seed(args.seed)
+    inputs = {
+        "hidden_states": torch.randn(1, 16, args.frames, 2 * args.height, 2 * args.width, generator=generator),
+        "timestep": torch.tensor([500]),
+        "encoder_hidden_states": torch.randn(1, TEXT_TOKENS, WAN_1_3B["text_dim"], generator=generator),
+    }
+    tokens = args.frames * args.height * args.width
+    load_before = uptime()
+    log(f"Wan 2.1 1.3B block, {args.frames} x {args.height} x {args.width} = {tokens} tokens, "
+        f"{args.threads} threads, f32; {load_before}")
+
+    modes = ["native", "tilesplash"] if args.mode == "both" else [args.mode]
+    processors = {"native": model.blocks[0].attn1.processor}
+    handle = None
+    timers = Timers(model)
+    runs: dict[str, list[dict]] = {mode: [] for mode in modes}
+    try:
+        if "tilesplash" in modes:
+            import tilesplash.diffusers
+            from tilesplash.diffusers._runtime import Runtime
+
+            timers.watch_layout(Runtime)
+            # One handle for the whole run (plans are built on its first call and
+            # kept, as in a real denoising loop); the modes swap processors.
+            handle = tilesplash.diffusers.enable(
+                model, density=args.density, dense_layers=0, dense_steps=0, threads=args.threads
+            )
+            processors["tilesplash"] = model.blocks[0].attn1.processor
+        for repeat in range(args.repeats):
+            for mode in modes:
+                model.blocks[0].attn1.set_processor(processors[mode])
+                run = forward_once(model, inputs, timers, handle if mode == "tilesplash" else None)
+                runs[mode].append(run)
+                log(f"{mode} forward {repeat + 1}/{args.repeats}: block {run['block_s']:.2f} s, "
+                    f"self-attention {run['self_attention_s']:.2f} s; {uptime()}")
+    finally:
+        if handle is not None:
+            handle.remove()
+        timers.close()
+
+    import tilesplash
+
+    summary = {
+        "benchmark": "wan2.1-1.3b block",
+        "command": " ".join([os.path.basename(sys.argv[0]) or "wan_block.py", *(argv or [])]),
+        "frames": args.frames,
+        "height": args.height,
+        "width": args.width,
+        "tokens": tokens,
+        "heads": HEADS,
+        "head_dim": HEAD_DIM,
+        "dtype": "f32",
+        "threads": args.threads,
+        "density": args.density,
+        "repeats": args.repeats,
+        "cpu": cpu_model(),
+        "isa": tilesplash.active_isa(),
+        "torch": torch.__version__,
+        "uptime_before": load_before,
+        "uptime_after": uptime(),
+    }
+    for mode, mode_runs in runs.items():
+        block = median_of(mode_runs, "block_s")
+        attention = median_of(mode_runs, "self_attention_s")
+        summary[mode] = {
+            "block_s": block,
+            "attn1_s": median_of(mode_runs, "attn1_s"),
+            "self_attention_s": attention,
+            "cross_attention_s": median_of(mode_runs, "cross_attention_s"),
+            "other_s": median_of(mode_runs, "other_s"),
+            "attention_share": attention / block,
+            "block_runs_s": [run["block_s"] for run in mode_runs],
+            "self_attention_runs_s": [run["self_attention_s"] for run in mode_runs],
+        }
+    if "tilesplash" in runs:
+        native_s = summary["native"]["self_attention_s"] if "native" in runs else None
+        summary["tilesplash"]["breakdown"] = breakdown(runs["tilesplash"], tokens, native_s)
+        summary["tilesplash"]["read_in_place"] = timers.in_place
+    if len(runs) == 2:
+        native, sparse = summary["native"], summary["tilesplash"]
+        summary["block_speedup"] = native["block_s"] / sparse["block_s"]
+        summary["attention_speedup"] = native["self_attention_s"] / sparse["self_attention_s"]
+        summary["other_ratio"] = sparse["other_s"] / native["other_s"]
+        last_native, last_sparse = runs["native"][-1], runs["tilesplash"][-1]
+        summary["cosine_block"] = cosine(last_native["block_output"], last_sparse["block_output"])
+        summary["cosine_self_attention"] = cosine(last_native["attn1_output"], last_sparse["attn1_output"])
+        summary["targets"] = TARGETS
+
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(format_summary(summary))
+    return summary
+
+
+def format_summary(s: dict) -> str:
+    lines = [
+        f"Wan 2.1 1.3B block: {s['frames']} x {s['height']} x {s['width']} = {s['tokens']} tokens, "
+        f"{s['heads']} heads x {s['head_dim']}, f32, {s['threads']} threads, {s['cpu']} ({s['isa']}), "
+        f"torch {s['torch']}, {s['repeats']} forward(s) per mode, medians",
+        f"load: before [{s['uptime_before']}]",
+        f"      after  [{s['uptime_after']}]",
+        "",
+        f"{'mode':<12}{'block_s':>10}{'attn1_s':>10}{'attention_s':>13}{'share':>8}{'other_s':>10}",
+    ]
+    for mode in ("native", "tilesplash"):
+        if mode in s:
+            m = s[mode]
+            lines.append(
+                f"{mode:<12}{m['block_s']:>10.2f}{m['attn1_s']:>10.2f}{m['self_attention_s']:>13.2f}"
+                f"{m['attention_share']:>8.0%}{m['other_s']:>10.2f}"
+            )
+    if "tilesplash" in s:
+        b = s["tilesplash"]["breakdown"]
+        counts = {c: b["choices"].count(c) for c in ("dense", "spatial", "temporal")}
+        lines += [
+            "",
+            f"heads: {counts['spatial']} spatial, {counts['temporal']} temporal, {counts['dense']} dense; "
+            f"mean density {statistics.mean(b['densities']):.3f} (target {s['density']}), band {b['band']} tokens, "
+            f"tiles {b['block_q']} x {b['block_kv']} ({'tuned' if b['blocks_tuned'] else 'heuristic'})",
+            "tilesplash attention time: "
+            + ", ".join(
+                f"{name} {b[key]:.3f} s"
+                for name, key in (("routing", "routing_s"), ("plan", "plan_s"), ("permutation", "permute_s"),
+                                  ("kernel", "kernel_s"), ("python+binding", "python_binding_s"))
+            ),
+            f"read in place (no layout copy): {s['tilesplash']['read_in_place']}",
+            f"kernel {b['kernel_gflops']:.1f} GFLOP/s on kept pairs"
+            + (f"; native SDPA {b['native_gflops']:.1f} GFLOP/s on all pairs; ideal attention speed-up "
+               f"at this density {b['ideal_attention_speedup']:.2f}x" if "native_gflops" in b else ""),
+        ]
+    if "block_speedup" in s:
+        t = s["targets"]
+        lines += [
+            "",
+            f"speed-up: block {s['block_speedup']:.2f}x (floor {t['block_speedup']}x), "
+            f"attention {s['attention_speedup']:.2f}x (floor {t['attention_speedup']}x)",
+            f"cosine against native: block output {s['cosine_block']:.6f}, "
+            f"self-attention output {s['cosine_self_attention']:.6f}",
+        ]
+        if abs(s["other_ratio"] - 1) > 0.1:
+            lines.append(
+                f"warning: the block's other work (same code in both modes) took {s['other_ratio']:.2f}x as long "
+                "with tilesplash: the load changed during the run; rerun on a quiet machine"
+            )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

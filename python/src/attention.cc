@@ -1,0 +1,59 @@
+// tilesplash._core.attention(): masked_attention (batched_attention.h) on
+// the caller's arrays, with the GIL released and one kernel runner (threads
+// and workspaces) per calling thread, so Python threads can run attention
+// side by side.
+#include "tilesplash/attention.h"
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <optional>
+#include <string>
+
+#include "bindings.h"
+#include "tilesplash/batched_attention.h"
+
+namespace tilesplash::python {
+
+void bind_attention(nb::module_& m) {
+  using namespace nb::literals;
+  m.def(
+      "attention",
+      [](const TensorDesc& q, const TensorDesc& k, const TensorDesc& v, const TensorDesc& out,
+         std::uintptr_t lse, const std::string& layout, const Mask& mask,
+         std::optional<float> scale, std::optional<std::int64_t> block_q,
+         std::optional<std::int64_t> block_kv, int threads, bool check_finite) {
+        const LayoutArgs args = layout_args(q, k, v, out, lse, layout);
+        MaskedAttentionOptions options;
+        options.attention.scale = scale;
+        options.attention.threads = threads;
+        options.attention.check_finite = check_finite;
+        options.block_q = block_q;
+        options.block_kv = block_kv;
+        MaskedAttentionResult result;
+        {
+          nb::gil_scoped_release release;
+          thread_local AttentionRunner runner;
+          result = masked_attention(runner, mask, args, options);
+        }
+        nb::dict info;
+        info["block_q"] = result.blocks.block_q;
+        info["block_kv"] = result.blocks.block_kv;
+        info["blocks_tuned"] = result.blocks_tuned;
+        info["plan_seconds"] = result.plan_seconds;
+        return info;
+      },
+      "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "layout"_a, "mask"_a, "scale"_a.none(),
+      "block_q"_a.none(), "block_kv"_a.none(), "threads"_a, "check_finite"_a);
+  m.def(
+      "reads_in_place",
+      [](const TensorDesc& tensor, const std::string& layout) {
+        return reads_in_place(to_strided(tensor, "tensor"), to_layout(layout));
+      },
+      "tensor"_a, "layout"_a);
+}
+
+}  // namespace tilesplash::python

@@ -1,0 +1,89 @@
+// tilesplash._core.Mask: the library's Mask value (mask.h, mask_spec.h, and
+// the video masks of video.h), with its SPEC as str().
+#include "tilesplash/mask.h"
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "bindings.h"
+#include "tilesplash/mask_spec.h"
+#include "tilesplash/video.h"
+
+namespace tilesplash::python {
+namespace {
+
+// A band in tokens, or the band that reaches a target density for this kind.
+std::int64_t resolve_band(VideoMaskKind kind, const VideoGeometry& geometry,
+                          std::optional<std::int64_t> band, std::optional<double> density,
+                          const VideoMaskOptions& options) {
+  if (band.has_value() == density.has_value()) {
+    throw std::invalid_argument("band: give exactly one of band (tokens) or density, got " +
+                                std::string(band ? "both" : "neither"));
+  }
+  if (band) {
+    if (*band < 0) throw std::invalid_argument("band: must be >= 0, got " + std::to_string(*band));
+    return *band;
+  }
+  if (!(*density > 0.0 && *density <= 1.0)) {
+    throw std::invalid_argument("density: must be in (0, 1], got " + std::to_string(*density));
+  }
+  return band_for_density(geometry, *density, options, kind);
+}
+
+Mask video(VideoMaskKind kind, const VideoGeometry& geometry, std::optional<std::int64_t> band,
+           bool sink, bool text_full, std::optional<double> density) {
+  geometry.validate();
+  const VideoMaskOptions options{sink, text_full};
+  return video_mask(kind, geometry, resolve_band(kind, geometry, band, density, options), options);
+}
+
+}  // namespace
+
+void bind_mask(nb::module_& m) {
+  using namespace nb::literals;
+  nb::class_<Mask>(m, "Mask")
+      .def_static("dense", &Mask::dense)
+      .def_static("causal", &Mask::causal, "offset"_a = 0)
+      .def_static(
+          "local",
+          [](std::optional<std::int64_t> left, std::optional<std::int64_t> right,
+             std::int64_t offset) { return Mask::local(left, right, offset); },
+          "left"_a = nb::none(), "right"_a = nb::none(), "offset"_a = 0)
+      .def_static("chunked", &Mask::chunked_causal, "size"_a)
+      .def_static("random", &Mask::random, "density"_a, "seed"_a = 0)
+      .def_static(
+          "parse", [](const std::string& spec) { return parse_mask_spec(spec); }, "spec"_a)
+      .def_static(
+          "spatial",
+          [](const VideoGeometry& g, std::optional<std::int64_t> band, bool sink, bool text_full,
+             std::optional<double> density) {
+            return video(VideoMaskKind::kSpatial, g, band, sink, text_full, density);
+          },
+          "geometry"_a, "band"_a = nb::none(), "sink"_a = false, "text_full"_a = false,
+          "density"_a = nb::none())
+      .def_static(
+          "temporal",
+          [](const VideoGeometry& g, std::optional<std::int64_t> band, bool sink, bool text_full,
+             std::optional<double> density) {
+            return video(VideoMaskKind::kTemporal, g, band, sink, text_full, density);
+          },
+          "geometry"_a, "band"_a = nb::none(), "sink"_a = false, "text_full"_a = false,
+          "density"_a = nb::none())
+      .def(
+          "__or__", [](const Mask& a, const Mask& b) { return a | b; }, nb::is_operator())
+      .def(
+          "__and__", [](const Mask& a, const Mask& b) { return a & b; }, nb::is_operator())
+      .def(
+          "__eq__", [](const Mask& a, const Mask& b) { return a == b; }, nb::is_operator())
+      .def("__hash__", [](const Mask& mask) { return static_cast<Py_ssize_t>(mask.hash()); })
+      .def("__str__", &Mask::to_string)
+      .def("keeps", &Mask::keeps, "q"_a, "k"_a)
+      .def("check_lengths", &Mask::check_lengths, "q_len"_a, "kv_len"_a);
+}
+
+}  // namespace tilesplash::python

@@ -1,0 +1,90 @@
+// tilesplash._core.plan() and TilePlan: a MaskPlan (video_plan.h) from the
+// shared plan cache, its CLI fields as a dict and its tile kinds as a
+// NumPy uint8 array.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+
+#include "bindings.h"
+#include "tilesplash/plan_cache.h"
+#include "tilesplash/video_plan.h"
+
+namespace tilesplash::python {
+namespace {
+
+nb::dict plan_stats(const MaskPlan& plan) {
+  nb::dict stats;
+  for (const auto& field : plan_fields(plan)) {
+    std::visit([&](const auto& value) { stats[field.first.c_str()] = value; }, field.second);
+  }
+  return stats;
+}
+
+nb::ndarray<nb::numpy, std::uint8_t, nb::ndim<2>> plan_kinds(const MaskPlan& mask_plan) {
+  const TilePlan& plan = *mask_plan.plan;
+  const std::int64_t rows = plan.num_q_blocks(), cols = plan.num_kv_blocks();
+  auto* kinds = new std::uint8_t[static_cast<std::size_t>(rows * cols)];
+  nb::capsule owner(kinds, [](void* p) noexcept { delete[] static_cast<std::uint8_t*>(p); });
+  {
+    nb::gil_scoped_release release;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      std::fill(kinds + r * cols, kinds + (r + 1) * cols,
+                static_cast<std::uint8_t>(TileKind::kEmpty));
+      for (const PlanTile& tile : plan.tiles(r)) {
+        kinds[r * cols + tile.kv_block] =
+            static_cast<std::uint8_t>(tile.is_full() ? TileKind::kFull : TileKind::kPartial);
+      }
+    }
+  }
+  return {kinds, {static_cast<std::size_t>(rows), static_cast<std::size_t>(cols)}, owner};
+}
+
+}  // namespace
+
+void bind_plan(nb::module_& m) {
+  using namespace nb::literals;
+  nb::class_<MaskPlan>(m, "TilePlan")
+      .def_prop_ro("mask", [](const MaskPlan& p) { return p.mask; })
+      .def_prop_ro("plan_mask", [](const MaskPlan& p) { return p.plan->mask(); })
+      .def_prop_ro("q_len", [](const MaskPlan& p) { return p.plan->q_len(); })
+      .def_prop_ro("kv_len", [](const MaskPlan& p) { return p.plan->kv_len(); })
+      .def_prop_ro("block_q", [](const MaskPlan& p) { return p.plan->blocks().block_q; })
+      .def_prop_ro("block_kv", [](const MaskPlan& p) { return p.plan->blocks().block_kv; })
+      .def_prop_ro("q_blocks", [](const MaskPlan& p) { return p.plan->num_q_blocks(); })
+      .def_prop_ro("kv_blocks", [](const MaskPlan& p) { return p.plan->num_kv_blocks(); })
+      .def("stats", &plan_stats)
+      .def("kinds", &plan_kinds);
+
+  m.def(
+      "plan",
+      [](const Mask& mask, std::int64_t q_len, std::optional<std::int64_t> kv_len,
+         std::int64_t block_q, std::int64_t block_kv) {
+        nb::gil_scoped_release release;
+        return plan_mask(mask, q_len, kv_len.value_or(q_len), {block_q, block_kv},
+                         &PlanCache::shared());
+      },
+      "mask"_a, "q_len"_a, "kv_len"_a = nb::none(), "block_q"_a = 256, "block_kv"_a = 256);
+
+  m.def("plan_cache_stats", [] {
+    const PlanCacheStats stats = PlanCache::shared().stats();
+    nb::dict result;
+    result["hits"] = stats.hits;
+    result["misses"] = stats.misses;
+    result["size"] = stats.size;
+    result["capacity"] = PlanCache::shared().capacity();
+    result["build_seconds"] = stats.build_seconds;
+    return result;
+  });
+  m.def("clear_plan_cache", [] { PlanCache::shared().clear(); });
+  m.def(
+      "set_plan_cache_capacity",
+      [](std::size_t capacity) { PlanCache::shared().set_capacity(capacity); }, "capacity"_a);
+}
+
+}  // namespace tilesplash::python

@@ -1,0 +1,197 @@
+// tilesplash._core.VideoAttention: the routing front door (routing.h) on the
+// caller's arrays. Tile sizes depend on the head dim and dtype, which only a
+// call reveals, so one library VideoAttention is kept per (head dim, dtype)
+// with choose_video_blocks() tiles unless the caller fixed them. A mutex
+// serialises calls (a front door serves one call at a time); it is taken
+// after the GIL is released, so a waiting thread never blocks the interpreter.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bindings.h"
+#include "tilesplash/batched_attention.h"
+#include "tilesplash/routing.h"
+#include "tilesplash/video_plan.h"
+
+namespace tilesplash::python {
+namespace {
+
+std::optional<HeadMask> to_force(const std::optional<std::string>& text,
+                                 const char* name = "force") {
+  if (!text) return std::nullopt;
+  if (*text == "dense") return HeadMask::kDense;
+  if (*text == "spatial") return HeadMask::kSpatial;
+  if (*text == "temporal") return HeadMask::kTemporal;
+  throw std::invalid_argument(std::string(name) +
+                              ": expected 'dense', 'spatial' or 'temporal', got '" + *text + "'");
+}
+
+nb::object number_or_none(double value) {
+  return std::isfinite(value) ? nb::cast(value) : nb::none();
+}
+
+class PyVideoAttention {
+ public:
+  PyVideoAttention(const VideoGeometry& geometry, VideoAttentionOptions options,
+                   std::optional<std::int64_t> block_q, std::optional<std::int64_t> block_kv)
+      : block_q_(block_q), block_kv_(block_kv) {
+    // Validates the geometry and options now, and fixes the band.
+    probe_ = std::make_unique<VideoAttention>(geometry, std::move(options));
+  }
+
+  const VideoGeometry& geometry() const { return probe_->geometry(); }
+  Mask mask(const std::string& choice) const {
+    const std::optional<HeadMask> head = to_force(choice, "choice");
+    return probe_->mask(*head);
+  }
+  std::int64_t band() const { return probe_->band(); }
+
+  nb::dict forward(const TensorDesc& q, const TensorDesc& k, const TensorDesc& v,
+                   const TensorDesc& out, std::uintptr_t lse, const std::string& layout,
+                   std::int64_t layer, std::int64_t step) {
+    if (layer < 0) throw std::invalid_argument("layer: must be >= 0, got " + std::to_string(layer));
+    if (step < 0) throw std::invalid_argument("step: must be >= 0, got " + std::to_string(step));
+    const LayoutArgs args = layout_args(q, k, v, out, lse, layout);
+    std::vector<LayerReport> reports;
+    BlockSizes blocks;
+    bool tuned = false;
+    const auto start = std::chrono::steady_clock::now();
+    {
+      nb::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(mutex_);
+      const LayoutShape shape = check_layout_args(args);
+      Entry& entry = entry_for(shape.head_dim, args.q.dtype);
+      blocks = entry.attention->options().blocks;
+      tuned = entry.tuned;
+      reports = layout_video_attention(*entry.attention, args, layer, step);
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    nb::dict result = report(reports, blocks, tuned, seconds);
+    result["band"] = band();
+    return result;
+  }
+
+ private:
+  struct Entry {
+    std::unique_ptr<VideoAttention> attention;
+    bool tuned = false;
+  };
+
+  Entry& entry_for(std::int64_t head_dim, DType dtype) {
+    const auto key = std::make_pair(head_dim, dtype);
+    auto found = entries_.find(key);
+    if (found != entries_.end()) return found->second;
+    VideoAttentionOptions options = probe_->options();
+    options.band = probe_->band();
+    Entry entry;
+    if (!block_q_ || !block_kv_) {
+      const BlockChoice choice =
+          choose_video_blocks(probe_->geometry(), probe_->band(), {options.sink, options.text_full},
+                              head_dim, dtype, options.threads);
+      options.blocks = choice.blocks;
+      entry.tuned = choice.from_cache;
+    }
+    if (block_q_) options.blocks.block_q = *block_q_;
+    if (block_kv_) options.blocks.block_kv = *block_kv_;
+    entry.attention = std::make_unique<VideoAttention>(probe_->geometry(), options);
+    return entries_.emplace(key, std::move(entry)).first->second;
+  }
+
+  static nb::dict report(const std::vector<LayerReport>& reports, BlockSizes blocks, bool tuned,
+                         double seconds) {
+    nb::list heads;
+    double routing = 0, plan = 0, permute = 0, attention = 0, total = 0;
+    bool warmup = false;
+    for (std::size_t b = 0; b < reports.size(); ++b) {
+      const LayerReport& layer = reports[b];
+      for (const HeadReport& h : layer.heads) {
+        nb::dict head;
+        head["batch"] = static_cast<std::int64_t>(b);
+        head["head"] = h.head;
+        head["choice"] = std::string(to_string(h.choice));
+        head["routed"] = h.routed;
+        head["mse_spatial"] = number_or_none(h.mse_spatial);
+        head["mse_temporal"] = number_or_none(h.mse_temporal);
+        head["density"] = h.density;
+        head["seconds"] = h.seconds;
+        head["permute_seconds"] = h.permute_seconds;
+        heads.append(head);
+      }
+      warmup = warmup || layer.warmup;
+      routing += layer.routing_seconds;
+      plan += layer.plan_seconds;
+      permute += layer.permute_seconds;
+      attention += layer.attention_seconds;
+      total += layer.total_seconds;
+    }
+    nb::dict result;
+    result["heads"] = heads;
+    result["warmup"] = warmup;
+    result["block_q"] = blocks.block_q;
+    result["block_kv"] = blocks.block_kv;
+    result["blocks_tuned"] = tuned;
+    result["routing_seconds"] = routing;
+    result["plan_seconds"] = plan;
+    result["permute_seconds"] = permute;
+    result["attention_seconds"] = attention;
+    result["total_seconds"] = total;
+    result["seconds"] = seconds;
+    return result;
+  }
+
+  std::optional<std::int64_t> block_q_;
+  std::optional<std::int64_t> block_kv_;
+  std::unique_ptr<VideoAttention> probe_;
+  std::map<std::pair<std::int64_t, DType>, Entry> entries_;
+  std::mutex mutex_;
+};
+
+}  // namespace
+
+void bind_video_attention(nb::module_& m) {
+  using namespace nb::literals;
+  nb::class_<PyVideoAttention>(m, "VideoAttention")
+      .def(
+          "__init__",
+          [](PyVideoAttention* self, const VideoGeometry& geometry, double density,
+             std::optional<std::int64_t> band, bool sink, bool text_full, std::int64_t dense_layers,
+             std::int64_t dense_steps, std::int64_t samples, std::uint64_t seed,
+             std::optional<std::string> force, int threads, std::optional<std::int64_t> block_q,
+             std::optional<std::int64_t> block_kv, std::optional<float> scale) {
+            VideoAttentionOptions options;
+            options.density = density;
+            options.band = band;
+            options.sink = sink;
+            options.text_full = text_full;
+            options.warmup = {dense_layers, dense_steps};
+            options.router = {samples, seed};
+            options.force = to_force(force);
+            options.threads = threads;
+            options.scale = scale;
+            check_block_sizes(block_q, block_kv);
+            new (self) PyVideoAttention(geometry, std::move(options), block_q, block_kv);
+          },
+          "geometry"_a, "density"_a, "band"_a.none(), "sink"_a, "text_full"_a, "dense_layers"_a,
+          "dense_steps"_a, "samples"_a, "seed"_a, "force"_a.none(), "threads"_a, "block_q"_a.none(),
+          "block_kv"_a.none(), "scale"_a.none())
+      .def_prop_ro("geometry", &PyVideoAttention::geometry)
+      .def_prop_ro("band", &PyVideoAttention::band)
+      .def("mask", &PyVideoAttention::mask, "choice"_a)
+      .def("forward", &PyVideoAttention::forward, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "layout"_a,
+           "layer"_a, "step"_a);
+}
+
+}  // namespace tilesplash::python

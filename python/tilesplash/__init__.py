@@ -1,0 +1,44 @@
+"""tilesplash: block-sparse attention for video diffusion transformers, on the CPU.
+
+    import numpy as np, tilesplash
+    out = tilesplash.attention(q, k, v, mask="causal", layout="bhnd")
+    layer = tilesplash.VideoAttention(tilesplash.VideoGeometry(21, 30, 52), density=0.25, sink=True)
+    out, report = layer(q, k, v, layer=3, step=12)   # bnhd by default
+
+NumPy is the only requirement; PyTorch tensors work when torch is installed
+(through the op torch.ops.tilesplash.attention), and tilesplash.diffusers
+switches a diffusers video transformer to tilesplash. See docs/python.md.
+"""
+
+from __future__ import annotations
+
+import sys as _sys
+
+from . import _core
+from ._attention import TilePlan, attention, plan, set_plan_cache_capacity
+from ._core import VideoGeometry, active_isa, available_isas, presets
+from ._core import clear_plan_cache, plan_cache_stats
+from ._mask import Mask
+from ._video import VideoAttention
+
+__version__ = _core.LIBRARY_VERSION
+
+__all__ = [
+    "Mask",
+    "TilePlan",
+    "VideoAttention",
+    "VideoGeometry",
+    "active_isa",
+    "attention",
+    "available_isas",
+    "clear_plan_cache",
+    "plan",
+    "plan_cache_stats",
+    "presets",
+    "set_plan_cache_capacity",
+]
+
+# torch already loaded: register the op now, so that torch.compile meets it
+# registered even when the first call is being traced.
+if "torch" in _sys.modules:
+    from . import _torch_ops  # noqa: F401

@@ -1,0 +1,121 @@
+"""tilesplash.attention() and tilesplash.plan()."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _core
+from ._mask import Mask, as_mask
+from ._tensors import (
+    INT32_MAX,
+    call_arrays,
+    check_bool,
+    check_int,
+    check_layout,
+    check_qkv,
+    check_scale,
+)
+
+
+def attention(q, k, v, *, mask="dense", layout="bhnd", scale=None, return_lse=False,
+              block_q=None, block_kv=None, threads=0):
+    """Block-sparse attention softmax(scale * q k^T, masked) v.
+
+    q, k, v: NumPy arrays or PyTorch CPU tensors, all of one kind and one dtype
+    (float32, float16, or bfloat16: ml_dtypes.bfloat16 for NumPy), in `layout`:
+    "bhnd" [batch, heads, N, d] (PyTorch SDPA), "bnhd" [batch, N, heads, d]
+    (diffusers, FlashAttention) or "hnd" [heads, N, d]. Views with other
+    strides (a transpose of another layout, a slice) are read in place where
+    the kernel allows, else copied once. k and v share N; v's head dim may
+    differ from q's; head dims are multiples of 8 up to 256.
+
+    mask: a SPEC string (as the CLI's --mask) or a tilesplash.Mask; it applies
+    to the sequence indices (q row, k row). scale defaults to 1/sqrt(d).
+    block_q / block_kv: tile sizes; by default the tuned choice for this shape
+    (`tilesplash tune`), else 256 x 256. threads: 0 uses every core.
+
+    Returns the output with q's type (numpy in, numpy out; torch in, torch
+    out), dtype and layout, [.., d_v]; with return_lse=True a pair (out, lse),
+    lse float32 [batch, heads, N_q] ([heads, N_q] for hnd), natural log of the
+    scaled scores. Rows that keep no key give 0 and lse = -inf. No queries
+    (or no batch entries or heads) give an empty output; no keys give zeros.
+
+    torch tensors go through the registered op torch.ops.tilesplash.attention,
+    so torch.compile compiles around it. The GIL is released while it runs.
+    Raises TypeError / ValueError naming the argument on bad input, including
+    NaN or Inf in q, k or v.
+    """
+    layout = check_layout(layout)
+    kind = check_qkv(q, k, v, layout)
+    mask = as_mask(mask)
+    scale = check_scale(scale)
+    return_lse = check_bool(return_lse, "return_lse")
+    block_q = check_int(block_q, "block_q", 1, allow_none=True)
+    block_kv = check_int(block_kv, "block_kv", 1, allow_none=True)
+    threads = check_int(threads, "threads", 0, maximum=INT32_MAX)
+    if kind == "torch":
+        from ._torch_ops import attention_op
+
+        out, lse = attention_op(q, k, v, mask._spec, layout, scale, block_q, block_kv, threads)
+    else:
+        out, lse = run_attention("numpy", q, k, v, layout, mask, scale, block_q, block_kv, threads)
+    return (out, lse) if return_lse else out
+
+
+def run_attention(kind, q, k, v, layout, mask: Mask, scale, block_q, block_kv, threads):
+    """The core call on checked arguments: (out, lse), new arrays of q's kind."""
+    descs, lse_address, out, lse, held = call_arrays(kind, q, k, v, layout)
+    _core.attention(*descs, lse_address, layout, mask._core, scale, block_q, block_kv, threads,
+                    True)
+    del held  # copies of odd views stay alive until the core has returned
+    return out, lse
+
+
+class TilePlan:
+    """How a mask cuts into tiles: which the kernel skips, runs mask-free or bitmasks.
+
+    stats(): a dict with the keys of `tilesplash plan --json`. kinds(): numpy
+    uint8 [q_blocks, kv_blocks], 0 empty, 1 partial, 2 full. For a temporal
+    video mask the plan is its band in token-major order, the plan its heads
+    actually run (stats() says so in plan_order / plan_note).
+    """
+
+    __slots__ = ("_plan",)
+
+    def __init__(self, plan: _core.TilePlan):
+        self._plan = plan
+
+    mask = property(lambda self: Mask(self._plan.mask), doc="The mask as given.")
+    q_len = property(lambda self: self._plan.q_len)
+    kv_len = property(lambda self: self._plan.kv_len)
+    block_q = property(lambda self: self._plan.block_q)
+    block_kv = property(lambda self: self._plan.block_kv)
+    q_blocks = property(lambda self: self._plan.q_blocks)
+    kv_blocks = property(lambda self: self._plan.kv_blocks)
+
+    def stats(self) -> dict:
+        return self._plan.stats()
+
+    def kinds(self) -> np.ndarray:
+        return self._plan.kinds()
+
+    def __repr__(self) -> str:
+        s = self.stats()
+        return (f"TilePlan({s['mask']!r}, {s['q_len']} x {s['kv_len']}, tiles "
+                f"{s['block_q']} x {s['block_kv']}: {s['full']} full, {s['partial']} partial, "
+                f"{s['empty']} empty)")
+
+
+def plan(mask, q_len, kv_len=None, block_q=256, block_kv=256) -> TilePlan:
+    """The tile plan of `mask` (SPEC or Mask) over q_len x kv_len (default q_len)."""
+    mask = as_mask(mask)
+    q_len = check_int(q_len, "q_len", 1)
+    kv_len = check_int(kv_len, "kv_len", 1, allow_none=True)
+    block_q = check_int(block_q, "block_q", 1)
+    block_kv = check_int(block_kv, "block_kv", 1)
+    return TilePlan(_core.plan(mask._core, q_len, kv_len, block_q, block_kv))
+
+
+def set_plan_cache_capacity(capacity) -> None:
+    """Plans the process-wide cache keeps (least recently used out first); 0 keeps all."""
+    _core.set_plan_cache_capacity(check_int(capacity, "capacity", 0))

@@ -1,0 +1,147 @@
+"""tilesplash.Mask: which query-key pairs are kept, as a composable value.
+
+A thin Python shell around the library's Mask (``tilesplash._core.Mask``) that
+keeps its SPEC string as a plain attribute, so code traced by torch.compile can
+hand the mask to the ``tilesplash::attention`` custom op without calling into
+the extension.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from . import _core
+from ._tensors import check_bool, check_float, check_int
+
+_INT64_MIN = -(2**63)
+
+
+class Mask:
+    """A mask: which (query, key) pairs attention keeps.
+
+    Build one with the constructors below or ``Mask.parse(SPEC)``; combine with
+    ``|`` (either keeps) and ``&`` (both keep). Masks compare equal when they
+    keep the same pairs by construction, hash accordingly, and ``str(mask)``
+    is the SPEC (as the CLI's ``--mask``), which ``Mask.parse`` reads back.
+    """
+
+    __slots__ = ("_core", "_spec", "_hash")
+
+    def __init__(self, core: _core.Mask):
+        if not isinstance(core, _core.Mask):
+            raise TypeError(
+                "Mask: build masks with Mask.causal(), Mask.local(), ..., or Mask.parse(SPEC)"
+            )
+        self._core = core
+        self._spec = str(core)
+        self._hash = hash(core)
+
+    @staticmethod
+    def dense() -> "Mask":
+        """Every pair kept."""
+        return Mask(_core.Mask.dense())
+
+    @staticmethod
+    def causal(offset: int = 0) -> "Mask":
+        """Kept when q + offset >= k."""
+        return Mask(_core.Mask.causal(check_int(offset, "offset", _INT64_MIN)))
+
+    @staticmethod
+    def local(left: int | None = None, right: int | None = None, offset: int = 0) -> "Mask":
+        """Kept when q + offset - left <= k <= q + offset + right; None is unbounded."""
+        return Mask(_core.Mask.local(check_int(left, "left", 0, allow_none=True),
+                                     check_int(right, "right", 0, allow_none=True),
+                                     check_int(offset, "offset", _INT64_MIN)))
+
+    @staticmethod
+    def chunked(size: int) -> "Mask":
+        """Chunked causal: kept when q // size == k // size and q >= k."""
+        return Mask(_core.Mask.chunked(check_int(size, "size", 1)))
+
+    @staticmethod
+    def random(density: float, seed: int = 0) -> "Mask":
+        """Each pair kept with probability `density`, reproducibly from `seed` (for tests)."""
+        density = check_float(density, "density", "a float in [0, 1]")
+        if not 0.0 <= density <= 1.0:
+            raise ValueError(f"density: expected a float in [0, 1], got {density}")
+        return Mask(_core.Mask.random(density, check_int(seed, "seed", 0, maximum=2**64 - 1)))
+
+    @staticmethod
+    def spatial(geometry, band: int | None = None, sink: bool = False, text_full: bool = False,
+                *, density: float | None = None) -> "Mask":
+        """Sparse VideoGen's spatial mask: video pairs with |q - k| <= band (frame-major).
+
+        Give `band` in tokens, or `density` to pick the band whose mask keeps that
+        fraction of the whole map. `sink` adds every key of frame 0 for every video
+        query; `text_full` keeps every pair with a text query or key.
+        """
+        return Mask(_core.Mask.spatial(*_video_args(geometry, band, sink, text_full, density)))
+
+    @staticmethod
+    def temporal(geometry, band: int | None = None, sink: bool = False, text_full: bool = False,
+                 *, density: float | None = None) -> "Mask":
+        """Sparse VideoGen's temporal mask: the same band in token-major order."""
+        return Mask(_core.Mask.temporal(*_video_args(geometry, band, sink, text_full, density)))
+
+    @staticmethod
+    def parse(spec: str) -> "Mask":
+        """A mask from its SPEC, e.g. 'causal', 'local:left=64,right=64|causal'."""
+        if not isinstance(spec, str):
+            raise TypeError(f"mask: expected a SPEC string, got {type(spec).__name__}")
+        return _parse(spec)
+
+    def keeps(self, q: int, k: int) -> bool:
+        """Whether the pair (q, k) is kept."""
+        return self._core.keeps(check_int(q, "q", _INT64_MIN), check_int(k, "k", _INT64_MIN))
+
+    def __or__(self, other: "Mask") -> "Mask":
+        if not isinstance(other, Mask):
+            return NotImplemented
+        return Mask(self._core | other._core)
+
+    def __and__(self, other: "Mask") -> "Mask":
+        if not isinstance(other, Mask):
+            return NotImplemented
+        return Mask(self._core & other._core)
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, Mask):
+            return NotImplemented
+        return self._core == other._core
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __str__(self) -> str:
+        return self._spec
+
+    def __repr__(self) -> str:
+        return f"tilesplash.Mask.parse({self._spec!r})"
+
+    def __reduce__(self):
+        return (Mask.parse, (self._spec,))
+
+
+def _video_args(geometry, band, sink, text_full, density):
+    """The spatial / temporal constructors' arguments, checked; the core checks
+    that exactly one of band and density is given."""
+    if not isinstance(geometry, _core.VideoGeometry):
+        raise TypeError(f"geometry: expected a tilesplash.VideoGeometry, got {type(geometry).__name__}")
+    if density is not None:
+        density = check_float(density, "density", "a float in (0, 1] or None")
+    return (geometry, check_int(band, "band", 0, allow_none=True), check_bool(sink, "sink"),
+            check_bool(text_full, "text_full"), density)
+
+
+@lru_cache(maxsize=256)
+def _parse(spec: str) -> Mask:
+    return Mask(_core.Mask.parse(spec))
+
+
+def as_mask(mask) -> Mask:
+    """A Mask from a Mask or a SPEC string; TypeError naming `mask` otherwise."""
+    if isinstance(mask, Mask):
+        return mask
+    if isinstance(mask, str):
+        return _parse(mask)
+    raise TypeError(f"mask: expected a SPEC string or a tilesplash.Mask, got {type(mask).__name__}")

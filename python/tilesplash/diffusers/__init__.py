@@ -1,0 +1,211 @@
+"""Switch a diffusers video transformer's self-attention to tilesplash.
+
+    import tilesplash.diffusers
+    handle = tilesplash.diffusers.enable(pipe.transformer, density=0.25, dense_steps=10)
+    video = pipe(...).frames
+    print(tilesplash.diffusers.summary_table(handle.report()))
+    handle.remove()
+
+``enable`` swaps the processor of every block's self-attention (``attn1``) for
+a tilesplash one; cross-attention and everything else stay as they are. A
+forward pre-hook on the transformer reads, on every call, the latent video's
+frames, height and width after patching (from the input's shape and the
+model's patch size) and the denoising step (from the timesteps: a new value
+starts a new step, so classifier-free guidance's two calls at one timestep are
+one step). Each processor knows its layer. Supported: ``WanTransformer3DModel``
+(Wan 2.1 / 2.2), ``WanVACETransformer3DModel`` and
+``CogVideoXTransformer3DModel``; see docs/diffusers.md for what does not fit
+(HunyuanVideo) and why.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+try:
+    import diffusers  # noqa: F401  (fail here, with the fix, rather than inside enable)
+    import torch
+except ImportError as error:  # pragma: no cover - depends on the environment
+    raise ImportError("tilesplash.diffusers needs PyTorch and diffusers: pip install torch diffusers") from error
+
+from ._processors import ModelKind, model_kinds
+from ._runtime import Runtime, Settings, summarize, summary_table
+
+__all__ = ["enable", "TilesplashHandle", "summarize", "summary_table"]
+
+_FORCE_CHOICES = (None, "dense", "spatial", "temporal")
+
+
+class TilesplashHandle:
+    """What ``enable`` returns: step override, report, and the way back."""
+
+    def __init__(self, transformer: torch.nn.Module, kind: ModelKind, runtime: Runtime) -> None:
+        self._transformer = transformer
+        self._kind = kind
+        self._runtime = runtime
+        self._originals: list[tuple[torch.nn.Module, object]] = []
+        self._hook = None
+        self._signature = None
+
+    @property
+    def active(self) -> bool:
+        """True between ``enable`` and ``remove``."""
+        return self._hook is not None
+
+    def set_step(self, step: int) -> None:
+        """Make the transformer's next call denoising step ``step``; counting goes on from there."""
+        self._runtime.steps.pin(_non_negative_int(step, "step"))
+
+    def report(self) -> list[dict]:
+        """One dict per self-attention call since ``enable``, in call order.
+
+        Keys: ``layer``, ``module`` (e.g. "blocks.3.attn1"), ``step``, ``heads`` (one dict per head: ``choice``
+        "dense" / "spatial" / "temporal", ``mse_spatial``, ``mse_temporal``,
+        ``density``, ``seconds``), ``seconds`` (the whole call), ``geometry``
+        and the layer timings of ``tilesplash.VideoAttention``'s report.
+        """
+        return list(self._runtime.records)
+
+    def clear_report(self) -> None:
+        """Forget the calls reported so far (a long run's report grows per layer and step)."""
+        self._runtime.records.clear()
+
+    def remove(self) -> None:
+        """Restore the original processors; the model then computes exactly what it did before ``enable``."""
+        for module, original in reversed(self._originals):
+            module.set_processor(original)
+        self._originals.clear()
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+        self._runtime.clear()
+
+    def _install(self) -> None:
+        import inspect
+
+        self._signature = inspect.signature(self._transformer.forward)
+        for layer, name, module in self._kind.attention_modules(self._transformer):
+            self._originals.append((module, module.processor))
+            module.set_processor(self._kind.processor(self._runtime, layer, name))
+        self._hook = self._transformer.register_forward_pre_hook(self._before_forward, with_kwargs=True)
+
+    def _before_forward(self, module, args, kwargs):
+        bound = self._signature.bind_partial(*args, **kwargs).arguments
+        hidden_states = bound.get("hidden_states")
+        timestep = bound.get("timestep")
+        if hidden_states is None or timestep is None:
+            raise ValueError(f"tilesplash: {self._kind.name} was called without hidden_states or timestep")
+        self._runtime.begin_forward(self._kind.video_shape(module, hidden_states), timestep)
+        return None
+
+    def __repr__(self) -> str:
+        state = "active" if self.active else "removed"
+        return f"TilesplashHandle({self._kind.name}, {len(self._originals)} layers, {state})"
+
+
+def enable(
+    transformer: torch.nn.Module,
+    *,
+    density: float = 0.25,
+    sink: bool = True,
+    dense_layers: int = 1,
+    dense_steps: int = 0,
+    force: str | None = None,
+    samples: int = 64,
+    process_group=None,
+    threads: int = 0,
+) -> TilesplashHandle:
+    """Run ``transformer``'s self-attention through tilesplash; returns a handle.
+
+    density: target fraction of the attention map each sparse head keeps, in (0, 1].
+    sink: keep Wan's first-frame sink (every video query sees frame 0).
+    dense_layers, dense_steps: layers ``< dense_layers`` and steps ``< dense_steps``
+        run dense (Sparse VideoGen keeps about the first 20% of steps dense).
+    force: None (route each head), "dense", "spatial" or "temporal" (every head).
+    samples: query rows sampled per layer call by the router.
+    process_group: the sequence-parallel hook; not implemented yet (must be None).
+    threads: kernel threads, 0 for all hardware threads.
+    """
+    if process_group is not None:
+        raise NotImplementedError(
+            "tilesplash.diffusers.enable: process_group (sequence-parallel attention) is not implemented yet; pass None"
+        )
+    kind = _model_kind(transformer)
+    settings = Settings(
+        density=_density(density),
+        sink=_bool(sink, "sink"),
+        dense_layers=_non_negative_int(dense_layers, "dense_layers"),
+        dense_steps=_non_negative_int(dense_steps, "dense_steps"),
+        force=_force(force),
+        samples=_positive_int(samples, "samples"),
+        threads=_non_negative_int(threads, "threads"),
+    )
+    for _, name, module in kind.attention_modules(transformer):
+        processor = module.processor
+        if isinstance(processor, kind.processor):
+            raise ValueError(
+                "tilesplash.diffusers.enable: transformer already has tilesplash enabled; call handle.remove() first"
+            )
+        if type(processor) is not kind.native_processor:
+            raise ValueError(
+                f"tilesplash.diffusers.enable: {name} runs {type(processor).__name__}; "
+                f"expected diffusers' {kind.native_processor.__name__} (tilesplash reproduces that one exactly)"
+            )
+    handle = TilesplashHandle(transformer, kind, Runtime(settings))
+    handle._install()
+    return handle
+
+
+def _model_kind(transformer) -> ModelKind:
+    kinds = model_kinds()
+    for kind in kinds:
+        if isinstance(transformer, kind.model_class):
+            return kind
+    names = ", ".join(kind.name for kind in kinds)
+    raise TypeError(
+        f"tilesplash.diffusers.enable: transformer must be one of {names} (a pipeline's .transformer); "
+        f"got {type(transformer).__name__}"
+    )
+
+
+def _density(value) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"tilesplash.diffusers.enable: density must be a number in (0, 1]; got {type(value).__name__}")
+    value = float(value)
+    if not 0.0 < value <= 1.0:
+        raise ValueError(f"tilesplash.diffusers.enable: density must be in (0, 1]; got {value}")
+    return value
+
+
+def _bool(value, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"tilesplash.diffusers.enable: {name} must be True or False; got {value!r}")
+    return value
+
+
+def _integer(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"tilesplash: {name} must be an integer; got {type(value).__name__}")
+    return int(value)
+
+
+def _non_negative_int(value, name: str) -> int:
+    value = _integer(value, name)
+    if value < 0:
+        raise ValueError(f"tilesplash: {name} must be >= 0; got {value}")
+    return value
+
+
+def _positive_int(value, name: str) -> int:
+    value = _integer(value, name)
+    if value < 1:
+        raise ValueError(f"tilesplash: {name} must be >= 1; got {value}")
+    return value
+
+
+def _force(value) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"tilesplash.diffusers.enable: force must be None or a string; got {type(value).__name__}")
+    if value not in _FORCE_CHOICES:
+        raise ValueError(f"tilesplash.diffusers.enable: force must be None, 'dense', 'spatial' or 'temporal'; got {value!r}")
+    return value

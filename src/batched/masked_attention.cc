@@ -1,0 +1,115 @@
+// Whole tensors under a mask: the zero-size rule, the tiles (given, or the
+// tuned choice remembered per shape), the plan from the cache, then the
+// batch x head loop of layout_attention.cc.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+
+#include "batched/strided_views.h"
+#include "tilesplash/batched_attention.h"
+
+namespace tilesplash {
+namespace {
+
+void fill_no_keys(const LayoutArgs& args, const LayoutShape& shape) {
+  const detail::LayoutAxes out =
+      detail::layout_axes(args.out.shape, args.out.strides, args.layout, "out");
+  const std::int64_t row_bytes = out.dim * size_of(args.out.dtype);
+  for (std::int64_t b = 0; b < out.batch; ++b) {
+    const MutableTensorView view =
+        detail::mutable_entry_view(args.out.data, args.out.dtype, out, b);
+    for (std::int64_t h = 0; h < view.heads; ++h) {
+      for (std::int64_t n = 0; n < view.len; ++n) {
+        std::memset(static_cast<std::byte*>(view.data) +
+                        (h * view.head_stride + n * view.row_stride) * size_of(view.dtype),
+                    0, static_cast<std::size_t>(row_bytes));
+      }
+    }
+  }
+  if (args.lse != nullptr) {
+    std::fill(args.lse, args.lse + shape.batch * shape.heads * shape.q_len,
+              -std::numeric_limits<float>::infinity());
+  }
+}
+
+struct ChoiceKey {
+  Mask mask;
+  std::int64_t q_len, kv_len, head_dim;
+  DType dtype;
+  int threads;
+  friend bool operator==(const ChoiceKey&, const ChoiceKey&) = default;
+};
+
+struct ChoiceKeyHash {
+  std::size_t operator()(const ChoiceKey& key) const noexcept {
+    std::size_t h = key.mask.hash();
+    for (const std::int64_t value :
+         {key.q_len, key.kv_len, key.head_dim, static_cast<std::int64_t>(key.dtype),
+          static_cast<std::int64_t>(key.threads)}) {
+      h ^= std::hash<std::int64_t>{}(value) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    }
+    return h;
+  }
+};
+
+}  // namespace
+
+void check_block_sizes(std::optional<std::int64_t> block_q, std::optional<std::int64_t> block_kv) {
+  if (block_q && (*block_q < 1 || *block_q > 4096)) {
+    throw std::invalid_argument("block_q: must be in [1, 4096], got " + std::to_string(*block_q));
+  }
+  if (block_kv && (*block_kv < 64 || *block_kv > 1024 || *block_kv % 64 != 0)) {
+    throw std::invalid_argument("block_kv: must be a multiple of 64 in [64, 1024], got " +
+                                std::to_string(*block_kv));
+  }
+}
+
+BlockChoice cached_block_choice(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
+                                std::int64_t head_dim, DType dtype, int threads) {
+  static std::mutex mutex;
+  static std::unordered_map<ChoiceKey, BlockChoice, ChoiceKeyHash> choices;
+  ChoiceKey key{mask, q_len, kv_len, head_dim, dtype, threads};
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    const auto found = choices.find(key);
+    if (found != choices.end()) return found->second;
+  }
+  BlockChoice choice = choose_blocks(mask, q_len, kv_len, head_dim, dtype, threads);
+  std::lock_guard<std::mutex> lock(mutex);
+  return choices.emplace(std::move(key), std::move(choice)).first->second;
+}
+
+MaskedAttentionResult masked_attention(AttentionRunner& runner, const Mask& mask,
+                                       const LayoutArgs& args,
+                                       const MaskedAttentionOptions& options) {
+  const LayoutShape shape = check_layout_args(args);
+  check_block_sizes(options.block_q, options.block_kv);
+  MaskedAttentionResult result;
+  if (shape.batch == 0 || shape.heads == 0 || shape.q_len == 0) {
+    mask.check_lengths(shape.q_len, shape.kv_len);
+    return result;
+  }
+  if (shape.kv_len == 0) {
+    mask.check_lengths(shape.q_len, shape.kv_len);
+    fill_no_keys(args, shape);
+    return result;
+  }
+  result.blocks = {options.block_q.value_or(0), options.block_kv.value_or(0)};
+  if (!options.block_q || !options.block_kv) {
+    const BlockChoice choice = cached_block_choice(mask, shape.q_len, shape.kv_len, shape.head_dim,
+                                                   args.q.dtype, options.attention.threads);
+    if (!options.block_q) result.blocks.block_q = choice.blocks.block_q;
+    if (!options.block_kv) result.blocks.block_kv = choice.blocks.block_kv;
+    result.blocks_tuned = choice.from_cache;
+  }
+  PlanCache& plans = options.plans != nullptr ? *options.plans : PlanCache::shared();
+  result.plan = plans.get(mask, shape.q_len, shape.kv_len, result.blocks, &result.plan_seconds);
+  layout_attention(runner, *result.plan, args, options.attention, options.progress);
+  return result;
+}
+
+}  // namespace tilesplash
