@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "kernel/isa_dispatch.h"
 #include "tilesplash/attention.h"
-#include "tuning/fma_peak.h"
 
 namespace tilesplash {
 namespace {
@@ -35,19 +35,12 @@ constexpr double kWindowSeconds = 0.04;
 // Keeps every loop's result observable.
 volatile float g_sink = 0.0f;
 
-tuning::FmaLoop select_loop(DType dtype) {
-#if TILESPLASH_HAVE_X86_ISAS
-  const std::string isa = active_isa();
-  if (isa == "avx512bf16") {
-    return dtype == DType::kBF16 ? tuning::fma_loop_bf16_avx512bf16()
-                                 : tuning::fma_loop_f32_avx512();
-  }
-  if (isa == "avx512") return tuning::fma_loop_f32_avx512();
-  if (isa == "avx2") return tuning::fma_loop_f32_avx2();
-#else
-  (void)dtype;
-#endif
-  return tuning::fma_loop_f32_generic();
+// The f32 loop also stands for f16 (widened to f32) and for bf16 on targets
+// that widen it; a target with a bf16 dot product has its own bf16 loop.
+kernel::FmaLoop select_loop(DType dtype) {
+  const kernel::TargetOps& target = kernel::active_target();
+  if (dtype == DType::kBF16 && target.bf16_peak.run != nullptr) return target.bf16_peak;
+  return target.f32_peak;
 }
 
 double seconds_since(Clock::time_point start) {
@@ -56,7 +49,7 @@ double seconds_since(Clock::time_point start) {
 
 // Rounds per chunk, from one timed single-threaded run (after a warm-up run
 // that brings the vector units and the clock up).
-std::int64_t rounds_per_chunk(const tuning::FmaLoop& loop) {
+std::int64_t rounds_per_chunk(const kernel::FmaLoop& loop) {
   g_sink = g_sink + loop.run(kCalibrationRounds);
   const auto start = Clock::now();
   g_sink = g_sink + loop.run(kCalibrationRounds);
@@ -73,7 +66,7 @@ double measure_peak_gflops(DType dtype, int threads, double seconds) {
   }
   if (threads < 1) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
-  const tuning::FmaLoop loop = select_loop(dtype);
+  const kernel::FmaLoop loop = select_loop(dtype);
   const std::int64_t chunk = rounds_per_chunk(loop);
   const int windows = static_cast<int>(std::clamp(seconds / kWindowSeconds, 1.0, 5.0));
   const auto window =
