@@ -3,6 +3,7 @@
 #pragma once
 
 #include "tilesplash/attention.h"
+#include "tilesplash/kernel_limits.h"
 #include "tilesplash/mask.h"
 #include "tilesplash/mask_spec.h"
 #include "tilesplash/peak.h"

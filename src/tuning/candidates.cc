@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "tilesplash/kernel_limits.h"
 #include "tilesplash/tuning.h"
 
 namespace tilesplash {
@@ -26,9 +27,9 @@ constexpr std::array<BlockSizes, 19> kCandidates{{
     {3328, 256}, {3328, 512},                          //
 }};
 
-// The kernel packs keys in panels of 64: a kv block wider than the keys
-// rounded up to 64 changes nothing.
-constexpr std::int64_t kKvGranule = 64;
+// block_kv comes in these steps: a kv block wider than the keys rounded up to
+// one step changes nothing.
+constexpr std::int64_t kKvGranule = kernel_limits::kBlockKvMultiple;
 
 std::int64_t round_up(std::int64_t value, std::int64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;

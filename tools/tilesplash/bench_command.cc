@@ -24,6 +24,7 @@
 #include "random_tensor.h"
 #include "report.h"
 #include "tilesplash/attention.h"
+#include "tilesplash/kernel_limits.h"
 #include "tilesplash/mask.h"
 #include "tilesplash/mask_spec.h"
 #include "tilesplash/peak.h"
@@ -254,10 +255,11 @@ Command add_bench_command(CLI::App& parent) {
   app->add_option("--kv-len", options->kv_len, "Key/value sequence length (default: --q-len)")
       ->type_name("M")
       ->transform(integer_in(1, kMaxLength));
-  app->add_option("--head-dim", options->head_dim, "Head dimension: a multiple of 8 up to 256")
+  app->add_option("--head-dim", options->head_dim,
+                  "Head dimension: " + kernel_limits::head_dim_rule())
       ->required()
       ->type_name("D")
-      ->transform(integer_in(8, 256, 8));
+      ->transform(head_dim_value());
   app->add_option("--dtype", options->dtype, "Input dtype: f32, bf16 or f16")
       ->required()
       ->type_name("DTYPE")
@@ -270,14 +272,15 @@ Command add_bench_command(CLI::App& parent) {
       ->type_name("T")
       ->transform(integer_in(1, 4096));
   app->add_option("--block-q", options->block_q,
-                  "Query rows per tile: 1 to 4096 (default: the `tilesplash tune` choice\n"
-                  "cached for this shape, else a heuristic)")
+                  "Query rows per tile: " + kernel_limits::block_q_rule() +
+                      " (default: the `tilesplash tune` choice\n"
+                      "cached for this shape, else a heuristic)")
       ->type_name("BQ")
-      ->transform(integer_in(1, 4096));
+      ->transform(block_q_value());
   app->add_option("--block-kv", options->block_kv,
-                  "Keys per tile: a multiple of 64 up to 1024 (default: as --block-q)")
+                  "Keys per tile: " + kernel_limits::block_kv_rule() + " (default: as --block-q)")
       ->type_name("BK")
-      ->transform(integer_in(64, 1024, 64));
+      ->transform(block_kv_value());
   app->add_option("--mask-mode", options->mask_mode,
                   "tile (full tiles mask-free), element (mask predicate on every\n"
                   "pair) or bitmask (every visited tile bitmasked)")
