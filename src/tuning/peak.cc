@@ -2,9 +2,11 @@
 // `threads` workers that start together and stop at one shared deadline, so
 // the result is the aggregate rate of the cores running at the same time (and
 // at the clock they hold under that load), not one core's rate times threads.
-// The time is split into a few windows and the best one is reported: a peak is
-// an upper bound, and on a shared machine any other process that steals a
-// core for a moment spoils a window, not the whole measurement.
+// Each worker is pinned to a core of its own (when there are enough), so two
+// workers never share a core while another stands idle. The time is split
+// into several short windows and the best one is reported: a peak is an upper
+// bound, and on a shared machine any other process that steals a core for a
+// moment spoils a window, not the whole measurement.
 #include "tilesplash/peak.h"
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "kernel/isa_dispatch.h"
+#include "runtime/cpu_affinity.h"
 #include "tilesplash/attention.h"
 
 namespace tilesplash {
@@ -29,8 +32,9 @@ using Clock = std::chrono::steady_clock;
 // overshoot past the deadline and the cost of reading the clock negligible.
 constexpr double kChunkSeconds = 5e-4;
 constexpr std::int64_t kCalibrationRounds = 1 << 14;
-// Up to 5 windows of at least this long each.
-constexpr double kWindowSeconds = 0.04;
+// Up to kMaxWindows windows of at least this long each.
+constexpr double kWindowSeconds = 0.025;
+constexpr double kMaxWindows = 8.0;
 
 // Keeps every loop's result observable.
 volatile float g_sink = 0.0f;
@@ -68,7 +72,7 @@ double measure_peak_gflops(DType dtype, int threads, double seconds) {
 
   const kernel::FmaLoop loop = select_loop(dtype);
   const std::int64_t chunk = rounds_per_chunk(loop);
-  const int windows = static_cast<int>(std::clamp(seconds / kWindowSeconds, 1.0, 5.0));
+  const int windows = static_cast<int>(std::clamp(seconds / kWindowSeconds, 1.0, kMaxWindows));
   const auto window =
       std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds / windows));
 
@@ -91,10 +95,13 @@ double measure_peak_gflops(DType dtype, int threads, double seconds) {
   };
   std::barrier sync(threads, open_window);
 
+  const std::vector<int> cpus = runtime::allowed_cpus();
+  const bool pin = static_cast<int>(cpus.size()) >= threads;
   std::vector<std::thread> workers;
   workers.reserve(threads);
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
+      if (pin) runtime::pin_current_thread(cpus[static_cast<std::size_t>(t)]);
       results[t] += loop.run(chunk);  // warm-up, outside the timed windows
       for (int w = 0; w < windows; ++w) {
         sync.arrive_and_wait();
