@@ -336,10 +336,43 @@ std::vector<Case> shape_cases() {
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionSweep, ::testing::ValuesIn(shape_cases()),
                          [](const auto& info) { return info.param.name; });
 
-// Head dims (fast paths 64 / 128, odd 80, the extremes 8 and 256, dv != d),
-// output dtypes, custom scales and a call without LSE.
+// Head dims (fast paths 64 / 128, odd 80, the extremes 8 and 256, dv != d,
+// dv not a multiple of any target's column chunk), row counts that leave a
+// partial register tile of rows, output dtypes, custom scales and a call
+// without LSE.
 std::vector<Case> dim_cases() {
   return {
+      {.name = "d40_dv24_dense_ragged",
+       .q_len = 203,
+       .kv_len = 517,
+       .blocks = {50, 256},
+       .d = 40,
+       .dv = 24,
+       .threads = 2},
+      {.name = "d248_dv8_causal_block_q7",
+       .mask = Mask::causal(256),
+       .q_len = 77,
+       .kv_len = 333,
+       .blocks = {7, 128},
+       .heads = 1,
+       .d = 248,
+       .dv = 8},
+      {.name = "d96_bf16_block_q5_local",
+       .mask = Mask::local(30, 70),
+       .q_len = 130,
+       .kv_len = 300,
+       .blocks = {5, 64},
+       .d = 96,
+       .dtype = kBF16},
+      {.name = "d136_f16_dv56_element",
+       .mask = Mask::local(100, 5),
+       .q_len = 211,
+       .kv_len = 389,
+       .blocks = {64, 192},
+       .d = 136,
+       .dv = 56,
+       .dtype = kF16,
+       .mode = kElement},
       {.name = "d80_causal", .mask = Mask::causal(), .q_len = 300, .kv_len = 300, .d = 80},
       {.name = "d128_bf16", .q_len = 200, .kv_len = 260, .d = 128, .dtype = kBF16},
       {.name = "d128_f16_out_f16",
