@@ -43,11 +43,24 @@ inline float row_max(const float* row, std::int64_t n) {
 // exceeds the exponent range and every weight becomes 0 or Inf. s - m is exact
 // when s is near m (Sterbenz), which is where the weights that matter are.
 inline float exp_row(float* row, std::int64_t n, float m, float c, float shift) {
+  constexpr int kChains = 2;  // vectors in flight (see exp2_vecs); more only add spills
   VF sum = VF{};
   const VF vm = splat(m);
   const VF vc = splat(c);
   const VF vshift = splat(shift);
-  for (std::int64_t i = 0; i < n; i += kLanes) {
+  std::int64_t i = 0;
+  for (; i + kChains * kLanes <= n; i += kChains * kLanes) {
+    VF e[kChains];
+#pragma GCC unroll 8
+    for (int j = 0; j < kChains; ++j) e[j] = (load(row + i + j * kLanes) - vm) * vc - vshift;
+    exp2_vecs(e);
+#pragma GCC unroll 8
+    for (int j = 0; j < kChains; ++j) {
+      store(row + i + j * kLanes, e[j]);
+      sum += e[j];
+    }
+  }
+  for (; i < n; i += kLanes) {
     const VF e = exp2_vec((load(row + i) - vm) * vc - vshift);
     store(row + i, e);
     sum += e;
@@ -92,7 +105,7 @@ inline bool softmax_row(float* row, std::int64_t n, float tile_max, RowState& st
     return false;
   }
   // m == -inf also drops a kAllKeptOverflowed mark: finite scores outweigh it.
-  alpha = (state.m == kNegInf) ? 0.0f : std::exp2((state.m - m_new) * c);
+  alpha = (state.m == kNegInf) ? 0.0f : exp2_scalar((state.m - m_new) * c);
   const float sum = exp_row(row, n, m_new, c, shift);
   state.l = state.l * alpha + sum;
   state.m = m_new;
