@@ -16,4 +16,15 @@ namespace tilesplash {
 // unless `seconds` is finite and > 0.
 double measure_peak_gflops(DType dtype, int threads, double seconds = 0.2);
 
+struct PeakMeasurement {
+  double gflops = 0.0;  // measure_peak_gflops(): the rate of the wall-clock windows
+  // The same loop against each worker's own CPU time (summed over workers):
+  // what the cores do while they run, whatever other processes take from them.
+  // On a loaded machine compare it with CPU-time kernel rates.
+  double cpu_gflops = 0.0;
+};
+
+// Both rates from one measurement (same arguments as measure_peak_gflops).
+PeakMeasurement measure_peak(DType dtype, int threads, double seconds = 0.2);
+
 }  // namespace tilesplash

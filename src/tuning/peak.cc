@@ -9,6 +9,8 @@
 // moment spoils a window, not the whole measurement.
 #include "tilesplash/peak.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <barrier>
 #include <chrono>
@@ -47,6 +49,14 @@ kernel::FmaLoop select_loop(DType dtype) {
   return target.f32_peak;
 }
 
+// CPU time of the calling thread: unlike the wall clock, it stops while the
+// thread waits for a core another process holds.
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -65,6 +75,10 @@ std::int64_t rounds_per_chunk(const kernel::FmaLoop& loop) {
 }  // namespace
 
 double measure_peak_gflops(DType dtype, int threads, double seconds) {
+  return measure_peak(dtype, threads, seconds).gflops;
+}
+
+PeakMeasurement measure_peak(DType dtype, int threads, double seconds) {
   if (!std::isfinite(seconds) || seconds <= 0.0) {
     throw std::invalid_argument("measure_peak_gflops: seconds must be a finite value > 0");
   }
@@ -81,6 +95,7 @@ double measure_peak_gflops(DType dtype, int threads, double seconds) {
   std::vector<std::vector<std::int64_t>> rounds(windows, std::vector<std::int64_t>(threads, 0));
   std::vector<std::vector<Clock::time_point>> finished(windows,
                                                        std::vector<Clock::time_point>(threads));
+  std::vector<std::vector<double>> cpu_seconds(windows, std::vector<double>(threads, 0.0));
   std::vector<float> results(threads, 0.0f);
 
   // The completion step runs once per phase, after every worker has arrived
@@ -105,28 +120,34 @@ double measure_peak_gflops(DType dtype, int threads, double seconds) {
       results[t] += loop.run(chunk);  // warm-up, outside the timed windows
       for (int w = 0; w < windows; ++w) {
         sync.arrive_and_wait();
+        const double cpu_start = thread_cpu_seconds();
         std::int64_t done = 0;
         do {
           results[t] += loop.run(chunk);
           done += chunk;
         } while (Clock::now() < deadlines[w]);
         finished[w][t] = Clock::now();
+        cpu_seconds[w][t] = thread_cpu_seconds() - cpu_start;
         rounds[w][t] = done;
       }
     });
   }
   for (auto& worker : workers) worker.join();
 
-  double best = 0.0;
+  PeakMeasurement best;
   for (int w = 0; w < windows; ++w) {
     double flops = 0.0;
+    double cpu_rate = 0.0;  // each worker's flops over its own CPU time, summed
     Clock::time_point last = starts[w];
     for (int t = 0; t < threads; ++t) {
-      flops += static_cast<double>(rounds[w][t]) * loop.flops_per_round;
+      const double worker_flops = static_cast<double>(rounds[w][t]) * loop.flops_per_round;
+      flops += worker_flops;
+      cpu_rate += worker_flops / std::max(cpu_seconds[w][t], 1e-9);
       last = std::max(last, finished[w][t]);
     }
     const double elapsed = std::chrono::duration<double>(last - starts[w]).count();
-    best = std::max(best, flops / std::max(elapsed, 1e-9) * 1e-9);
+    best.gflops = std::max(best.gflops, flops / std::max(elapsed, 1e-9) * 1e-9);
+    best.cpu_gflops = std::max(best.cpu_gflops, cpu_rate * 1e-9);
   }
   float sum = 0.0f;
   for (float result : results) sum += result;
