@@ -7,7 +7,9 @@ of issue 13, next to `tilesplash bench` run as a child process of this one,
 and prints GFLOP/s on kept pairs (4 * d flops per kept pair per head) and the
 ratio tilesplash / PyTorch for each case. The two sides are timed in
 alternating rounds so that load from other processes hits both alike; every
-figure is a median.
+figure is a median. Beside the wall-clock ratio, a CPU-time one (process CPU
+time per thread on both sides), which a loaded machine disturbs far less;
+busy-waiting worker threads count as CPU time on either side.
 
 Needs torch (not part of the test suite). Usage:
 
@@ -117,47 +119,60 @@ class TorchSide:
                 self.fn()  # the compile
             self.compile_seconds = time.perf_counter() - start
 
-    def seconds(self, repeats: int) -> list[float]:
+    def seconds(self, repeats: int) -> tuple[list[float], list[float]]:
+        """Wall seconds and CPU seconds per thread (process CPU time / threads) per call."""
         self.torch.set_num_threads(self.case.threads)
-        times = []
+        wall, cpu = [], []
         with self.torch.no_grad():
             self.fn()  # warm-up
             for _ in range(repeats):
-                start = time.perf_counter()
+                start, cpu_start = time.perf_counter(), time.process_time()
                 self.fn()
-                times.append(time.perf_counter() - start)
-        return times
+                wall.append(time.perf_counter() - start)
+                cpu.append((time.process_time() - cpu_start) / self.case.threads)
+        return wall, cpu
 
 
 def run_case(cli: str, case: Case, rounds: int, repeats: int) -> dict:
     side = TorchSide(case)
-    torch_times: list[float] = []
-    ts_gflops: list[float] = []
+    torch_wall: list[float] = []
+    torch_cpu: list[float] = []
     ts_records: list[dict] = []
     for _ in range(rounds):
-        torch_times += side.seconds(repeats)
-        record = tilesplash_bench(cli, case, repeats)
-        ts_records.append(record)
-        ts_gflops.append(record["gflops"])
-    torch_gflops = case.gflop() / statistics.median(torch_times)
-    ts = statistics.median(ts_gflops)
-    efficiency = statistics.median(r["efficiency"] for r in ts_records)
-    peak = statistics.median(r["peak_gflops"] for r in ts_records)
+        wall, cpu = side.seconds(repeats)
+        torch_wall += wall
+        torch_cpu += cpu
+        ts_records.append(tilesplash_bench(cli, case, repeats))
+    torch_gflops = case.gflop() / statistics.median(torch_wall)
+    torch_cpu_gflops = case.gflop() / statistics.median(torch_cpu)
+
+    def med(key: str) -> float:
+        return statistics.median(r[key] for r in ts_records)
+
+    ts = med("gflops")
+    peak = med("peak_gflops")
     last = ts_records[-1]
     return {
         "case": case.name,
         "shape": f"N={case.n} d={case.d} heads={case.heads} threads={case.threads} {case.dtype}"
         + (f" band {case.band_density:.0%}" if case.band_density else " dense"),
         "tilesplash_gflops": ts,
-        "tilesplash_efficiency": efficiency,
+        "tilesplash_efficiency": med("efficiency"),
         "peak_gflops": peak,
+        "tilesplash_cpu_gflops": med("cpu_gflops"),
+        "tilesplash_cpu_efficiency": med("cpu_efficiency"),
+        "cpu_peak_gflops": med("cpu_peak_gflops"),
         "tiles": f"{last['block_q']}x{last['block_kv']} ({last['blocks_from']})",
         "isa": last["isa"],
         "peer": side.name,
         "peer_gflops": torch_gflops,
         "peer_efficiency": torch_gflops / peak,
+        "peer_cpu_gflops": torch_cpu_gflops,
+        "peer_cpu_efficiency": torch_cpu_gflops / med("cpu_peak_gflops"),
         "peer_compile_seconds": side.compile_seconds,
         "ratio": ts / torch_gflops,
+        "cpu_ratio": med("cpu_gflops") / torch_cpu_gflops,
+        "load_average": os.getloadavg()[0],
     }
 
 
@@ -212,12 +227,16 @@ def main() -> int:
                 f"{result['case']:14s} tilesplash {result['tilesplash_gflops']:6.1f} GFLOP/s "
                 f"(eff {result['tilesplash_efficiency']:.2f}, {result['tiles']})  "
                 f"{result['peer']} {result['peer_gflops']:6.1f} "
-                f"(eff {result['peer_efficiency']:.2f})  ratio {result['ratio']:.2f}",
+                f"(eff {result['peer_efficiency']:.2f})  ratio {result['ratio']:.2f}  "
+                f"CPU-time ratio {result['cpu_ratio']:.2f}  load {result['load_average']:.1f}",
                 flush=True,
             )
     if args.markdown:
-        print("| case | tilesplash GFLOP/s (of peak) | PyTorch GFLOP/s (of peak) | ratio |")
-        print("|---|---|---|---|")
+        print(
+            "| case | tilesplash GFLOP/s (of peak) | PyTorch GFLOP/s (of peak) | ratio "
+            "| CPU-time ratio |"
+        )
+        print("|---|---|---|---|---|")
         for r in results:
             compile_note = (
                 f", after a {r['peer_compile_seconds']:.0f} s compile"
@@ -227,7 +246,8 @@ def main() -> int:
             print(
                 f"| {r['shape']} | {r['tilesplash_gflops']:.1f} ({r['tilesplash_efficiency']:.2f},"
                 f" {r['tiles']}) | {r['peer']} {r['peer_gflops']:.1f} "
-                f"({r['peer_efficiency']:.2f}{compile_note}) | {r['ratio']:.2f}x |"
+                f"({r['peer_efficiency']:.2f}{compile_note}) | {r['ratio']:.2f}x "
+                f"| {r['cpu_ratio']:.2f}x |"
             )
     return 0
 
