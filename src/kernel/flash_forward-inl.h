@@ -258,9 +258,22 @@ struct FlashForward {
     std::uint8_t* keep = scratch.keep.in(base);
     Prob* probs = Path::kSeparateProbs ? scratch.probs.in(base) : reinterpret_cast<Prob*>(s);
 
+    // Inside a bitmasked tile only the key panels some row of this group
+    // keeps are computed: along a band's or causal mask's edge that is about
+    // half the tile. The keys left out would get weight exactly 0, so the
+    // result is the same; with no key kept at all the step changes nothing.
+    std::int64_t k0 = 0, k1 = t.nkp;
+    if (t.bits != nullptr) {
+      const KeyRange kept = kept_key_panels(t.bits + r0 * words, R, words, t.nkp);
+      if (kept.begin == kept.end) return;
+      k0 = kept.begin;
+      k1 = kept.end;
+    }
+    const std::int64_t nk = std::min(t.nk, k1);  // in-range keys end
+
     VF max_lanes[R];
     for (int r = 0; r < R; ++r) max_lanes[r] = splat(kNegInf);
-    for (std::int64_t panel = 0; panel < t.nkp / kPanel; ++panel) {
+    for (std::int64_t panel = k0 / kPanel; panel < k1 / kPanel; ++panel) {
       Path::template qk<R>(q + r0 * q_stride, d, t.k + panel * Path::k_panel_elems(d),
                            s + panel * kPanel, block_kv, max_lanes);
     }
@@ -271,28 +284,28 @@ struct FlashForward {
       const std::uint64_t* bits = t.bits == nullptr ? nullptr : t.bits + (r0 + r) * words;
       // The fused max covers full tiles; masked or padded rows need their own.
       float tile_max = reduce_max(max_lanes[r]);
-      if (element || bits != nullptr || t.nk < t.nkp) {
+      if (element || bits != nullptr || nk < k1) {
         if (element) {
           plan.mask().eval_row(t.rows.begin + r0 + r, t.cols.begin, t.nk, keep);
           std::fill(keep + t.nk, keep + t.nkp, std::uint8_t{0});
           apply_keep(srow, keep, t.nkp);
         } else if (bits != nullptr) {
-          apply_bits(srow, bits, t.nkp);
+          apply_bits(srow, bits, k0, k1);
         }
-        if (t.nk < t.nkp) clear_columns_from(srow, t.nk, t.nkp);
-        tile_max = row_max(srow, t.nkp);
+        if (nk < k1) clear_columns_from(srow, nk, k1);
+        tile_max = row_max(srow + k0, k1 - k0);
       }
       RowState& st = state[r0 + r];
-      if (!softmax_row(srow, t.nkp, tile_max, st, alpha[r], exp_scale, t.shift) && st.l == 0.0f &&
-          row_keeps_any(bits, element ? keep : nullptr, t.nk)) {
+      if (!softmax_row(srow + k0, k1 - k0, tile_max, st, alpha[r], exp_scale, t.shift) &&
+          st.l == 0.0f && row_keeps_any(bits, element ? keep : nullptr, t.nk)) {
         st.l = kAllKeptOverflowed;
       }
-      Path::store_probs(srow, t.nkp, probs + r * p_stride);
+      Path::store_probs(srow + k0, k1 - k0, probs + r * p_stride + Path::prob_row_elems(k0));
     }
 
     for (std::int64_t col = 0; col < dvp; col += kPanel) {
-      Path::template pv<R>(probs, p_stride, t.nkp,
-                           Path::v_chunk(t.v_head, panels * kPanel, t.cols.begin, col, dvp),
+      Path::template pv<R>(probs + Path::prob_row_elems(k0), p_stride, k1 - k0,
+                           Path::v_chunk(t.v_head, panels * kPanel, t.cols.begin + k0, col, dvp),
                            Path::v_key_stride(dvp), acc + r0 * dvp + col, dvp, alpha);
     }
   }

@@ -8,17 +8,40 @@ inline void clear_columns_from(float* row, std::int64_t from, std::int64_t to) {
   for (std::int64_t i = from; i < to; ++i) row[i] = kNegInf;
 }
 
-// Sets the scores of keys whose plan bit is 0 to -inf.
-inline void apply_bits(float* row, const std::uint64_t* bits, std::int64_t n) {
+// Sets the scores of keys in [from, to) whose plan bit is 0 to -inf (from a
+// multiple of kLanes; `row` and `bits` start at the tile's first key).
+inline void apply_bits(float* row, const std::uint64_t* bits, std::int64_t from, std::int64_t to) {
   VI lane_bit;
   for (int i = 0; i < kLanes; ++i) lane_bit[i] = 1 << i;
   constexpr std::uint64_t kAll = (kLanes == 64) ? ~0ull : ((1ull << kLanes) - 1);
-  for (std::int64_t i = 0; i < n; i += kLanes) {
+  for (std::int64_t i = from; i < to; i += kLanes) {
     const std::uint64_t chunk = (bits[i / 64] >> (i % 64)) & kAll;
     if (chunk == kAll) continue;
     const VI keep = ((VI{} + static_cast<std::int32_t>(chunk)) & lane_bit) != 0;
     store(row + i, keep ? load(row + i) : splat(kNegInf));
   }
+}
+
+// The keys of a tile that any of `rows` bitmask rows (`words` words apart)
+// keeps, widened to whole key panels and clipped to `nkp`: [begin, end),
+// empty (begin == end) when no row keeps any key.
+struct KeyRange {
+  std::int64_t begin, end;
+};
+inline KeyRange kept_key_panels(const std::uint64_t* bits, int rows, std::int64_t words,
+                                std::int64_t nkp) {
+  std::int64_t first = nkp, last = -1;
+  for (std::int64_t w = 0; w < words; ++w) {
+    std::uint64_t any = 0;
+    for (int r = 0; r < rows; ++r) any |= bits[r * words + w];
+    if (any == 0) continue;
+    first = std::min(first, w * 64 + std::countr_zero(any));
+    last = std::max(last, w * 64 + 63 - std::countl_zero(any));
+  }
+  if (last < 0) return {0, 0};
+  const std::int64_t begin = first / kPanel * kPanel;
+  const std::int64_t end = std::min(nkp, (last / kPanel + 1) * kPanel);
+  return {begin, end};
 }
 
 // Sets the scores of keys whose predicate byte is 0 to -inf.
