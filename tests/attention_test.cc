@@ -82,6 +82,17 @@ Mask hashed_pattern() {
                         "hashed");
 }
 
+// Every row keeps the first 64 keys; beyond them only odd groups of 6 rows
+// keep keys, in one 64-key stripe of every 192. So in a bitmasked tile some
+// register tiles of rows keep nothing, others only panels in the middle of it.
+Mask striped_row_groups() {
+  return Mask::function(
+      [](std::int64_t q, std::int64_t k) {
+        return k < 64 || ((q / 6) % 2 == 1 && (k / 64) % 3 == 1);
+      },
+      "striped_row_groups");
+}
+
 using enum DType;
 using enum MaskMode;
 
@@ -219,6 +230,27 @@ INSTANTIATE_TEST_SUITE_P(Masks, AttentionSweep, ::testing::ValuesIn(mask_cases()
 // The three mask modes must agree on masks with full, partial and empty tiles.
 std::vector<Case> mode_cases() {
   return {
+      {.name = "striped_tile",
+       .mask = striped_row_groups(),
+       .q_len = 300,
+       .kv_len = 1000,
+       .blocks = {48, 256},
+       .threads = 2},
+      {.name = "striped_bitmask_bf16",
+       .mask = striped_row_groups(),
+       .q_len = 300,
+       .kv_len = 1000,
+       .blocks = {96, 256},
+       .d = 128,
+       .dtype = kBF16,
+       .mode = kBitmask},
+      {.name = "striped_element_f16",
+       .mask = striped_row_groups(),
+       .q_len = 300,
+       .kv_len = 1000,
+       .blocks = {48, 192},
+       .dtype = kF16,
+       .mode = kElement},
       {.name = "causal_tile", .mask = Mask::causal(), .q_len = 1000, .kv_len = 1000, .threads = 2},
       {.name = "causal_element",
        .mask = Mask::causal(),
