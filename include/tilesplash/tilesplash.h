@@ -5,6 +5,7 @@
 #include "tilesplash/attention.h"
 #include "tilesplash/batched_attention.h"
 #include "tilesplash/evaluation.h"
+#include "tilesplash/kernel_limits.h"
 #include "tilesplash/mask.h"
 #include "tilesplash/mask_spec.h"
 #include "tilesplash/peak.h"
