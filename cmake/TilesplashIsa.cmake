@@ -1,41 +1,58 @@
-# One central list of SIMD targets. Each per-ISA translation unit is compiled
-# with its own -m flags (as PyTorch's CPU_CAPABILITY builds do) and the best one
-# the CPU supports is picked once at run time from CPUID. Non-x86 builds keep
-# only the portable target.
+# The SIMD targets come from src/kernel/targets.def, the one list that dispatch,
+# the peak loop, the tests and the benchmarks also read. Each per-target
+# translation unit (*_<target>.cc) is compiled with that target's -m flags (as
+# PyTorch's CPU_CAPABILITY builds do) and the best target the CPU supports is
+# picked once at run time from CPUID. Targets of another architecture are left
+# out of the build.
 set(TILESPLASH_X86 OFF)
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64|i[3-6]86)$")
   set(TILESPLASH_X86 ON)
 endif()
 
-set(TILESPLASH_ISA_FLAGS_avx512bf16 -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx512bf16 -mavx2 -mfma -mf16c)
-set(TILESPLASH_ISA_FLAGS_avx512 -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx2 -mfma -mf16c)
-set(TILESPLASH_ISA_FLAGS_avx2 -mavx2 -mfma -mf16c)
+set(TILESPLASH_TARGETS_FILE ${CMAKE_CURRENT_LIST_DIR}/../src/kernel/targets.def)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${TILESPLASH_TARGETS_FILE})
+file(STRINGS ${TILESPLASH_TARGETS_FILE} _tilesplash_target_lines REGEX "^TILESPLASH_TARGET\\(")
+set(TILESPLASH_TARGETS)  # compiled in this build, best first
+set(TILESPLASH_ALL_TARGETS)
+foreach(line IN LISTS _tilesplash_target_lines)
+  if(NOT line MATCHES "^TILESPLASH_TARGET\\(([a-z0-9_]+), *([a-z0-9_]+), *\"([^\"]*)\", *\"([^\"]*)\"\\)")
+    message(FATAL_ERROR "targets.def: cannot parse '${line}'")
+  endif()
+  set(name ${CMAKE_MATCH_1})
+  set(arch ${CMAKE_MATCH_2})
+  separate_arguments(TILESPLASH_ISA_FLAGS_${name} UNIX_COMMAND "${CMAKE_MATCH_4}")
+  list(APPEND TILESPLASH_ALL_TARGETS ${name})
+  if(arch STREQUAL "any" OR (arch STREQUAL "x86" AND TILESPLASH_X86))
+    list(APPEND TILESPLASH_TARGETS ${name})
+  elseif(NOT arch STREQUAL "x86")
+    message(FATAL_ERROR "targets.def: unknown arch '${arch}' for target ${name}")
+  endif()
+endforeach()
+message(STATUS "tilesplash SIMD targets: ${TILESPLASH_TARGETS}")
 
 if(TILESPLASH_X86)
-  set(TILESPLASH_ISA_DEFINITIONS TILESPLASH_HAVE_X86_ISAS=1)
+  set(TILESPLASH_ISA_DEFINITIONS TILESPLASH_ARCH_X86=1)
 else()
-  set(TILESPLASH_ISA_DEFINITIONS TILESPLASH_HAVE_X86_ISAS=0)
+  set(TILESPLASH_ISA_DEFINITIONS TILESPLASH_ARCH_X86=0)
 endif()
 
+# Gives each *_<target>.cc its flags and drops those of targets not compiled here.
 function(tilesplash_apply_isa_flags sources_var)
   set(kept)
   foreach(src IN LISTS ${sources_var})
     set(isa "")
-    if(src MATCHES "_avx512bf16\\.cc$")
-      set(isa avx512bf16)
-    elseif(src MATCHES "_avx512\\.cc$")
-      set(isa avx512)
-    elseif(src MATCHES "_avx2\\.cc$")
-      set(isa avx2)
-    endif()
-    if(src MATCHES "_generic\\.cc$")
-      # Portable kernels: let the compiler fuse multiply-adds like the SIMD ones.
-      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "-ffp-contract=fast")
+    foreach(name IN LISTS TILESPLASH_ALL_TARGETS)
+      if(src MATCHES "_${name}\\.cc$")
+        set(isa ${name})
+      endif()
+    endforeach()
+    if(isa STREQUAL "")
       list(APPEND kept ${src})
-    elseif(isa STREQUAL "")
-      list(APPEND kept ${src})
-    elseif(TILESPLASH_X86)
-      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${TILESPLASH_ISA_FLAGS_${isa}};-ffp-contract=fast")
+    elseif(isa IN_LIST TILESPLASH_TARGETS)
+      # -ffp-contract=fast: the portable target too fuses multiply-adds where it can.
+      set(options ${TILESPLASH_ISA_FLAGS_${isa}})
+      list(APPEND options -ffp-contract=fast)
+      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${options}")
       list(APPEND kept ${src})
     endif()
   endforeach()

@@ -14,6 +14,7 @@
 
 #include "support/random_data.h"
 #include "tilesplash/attention.h"
+#include "tilesplash/kernel_limits.h"
 #include "tilesplash/mask.h"
 #include "tilesplash/plan.h"
 
@@ -119,14 +120,14 @@ std::vector<BadCase> bad_cases() {
          c.blocks = {64, 100};
        },
        {"block_kv"}},
-      {"block_kv_over_1024",
+      {"block_kv_over_max",
        [](Call& c) {
-         c.blocks = {64, 1088};
+         c.blocks = {64, kernel_limits::kMaxBlockKv + kernel_limits::kBlockKvMultiple};
        },
        {"block_kv"}},
-      {"block_q_over_4096",
+      {"block_q_over_max",
        [](Call& c) {
-         c.blocks = {4097, 64};
+         c.blocks = {kernel_limits::kMaxBlockQ + 1, 64};
        },
        {"block_q"}},
       {"scale_zero", [](Call& c) { c.options.scale = 0.0f; }, {"scale"}},

@@ -82,6 +82,17 @@ Mask hashed_pattern() {
                         "hashed");
 }
 
+// Every row keeps the first 64 keys; beyond them only odd groups of 6 rows
+// keep keys, in one 64-key stripe of every 192. So in a bitmasked tile some
+// register tiles of rows keep nothing, others only panels in the middle of it.
+Mask striped_row_groups() {
+  return Mask::function(
+      [](std::int64_t q, std::int64_t k) {
+        return k < 64 || ((q / 6) % 2 == 1 && (k / 64) % 3 == 1);
+      },
+      "striped_row_groups");
+}
+
 using enum DType;
 using enum MaskMode;
 
@@ -219,6 +230,27 @@ INSTANTIATE_TEST_SUITE_P(Masks, AttentionSweep, ::testing::ValuesIn(mask_cases()
 // The three mask modes must agree on masks with full, partial and empty tiles.
 std::vector<Case> mode_cases() {
   return {
+      {.name = "striped_tile",
+       .mask = striped_row_groups(),
+       .q_len = 300,
+       .kv_len = 1000,
+       .blocks = {48, 256},
+       .threads = 2},
+      {.name = "striped_bitmask_bf16",
+       .mask = striped_row_groups(),
+       .q_len = 300,
+       .kv_len = 1000,
+       .blocks = {96, 256},
+       .d = 128,
+       .dtype = kBF16,
+       .mode = kBitmask},
+      {.name = "striped_element_f16",
+       .mask = striped_row_groups(),
+       .q_len = 300,
+       .kv_len = 1000,
+       .blocks = {48, 192},
+       .dtype = kF16,
+       .mode = kElement},
       {.name = "causal_tile", .mask = Mask::causal(), .q_len = 1000, .kv_len = 1000, .threads = 2},
       {.name = "causal_element",
        .mask = Mask::causal(),
@@ -336,10 +368,43 @@ std::vector<Case> shape_cases() {
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionSweep, ::testing::ValuesIn(shape_cases()),
                          [](const auto& info) { return info.param.name; });
 
-// Head dims (fast paths 64 / 128, odd 80, the extremes 8 and 256, dv != d),
-// output dtypes, custom scales and a call without LSE.
+// Head dims (fast paths 64 / 128, odd 80, the extremes 8 and 256, dv != d,
+// dv not a multiple of any target's column chunk), row counts that leave a
+// partial register tile of rows, output dtypes, custom scales and a call
+// without LSE.
 std::vector<Case> dim_cases() {
   return {
+      {.name = "d40_dv24_dense_ragged",
+       .q_len = 203,
+       .kv_len = 517,
+       .blocks = {50, 256},
+       .d = 40,
+       .dv = 24,
+       .threads = 2},
+      {.name = "d248_dv8_causal_block_q7",
+       .mask = Mask::causal(256),
+       .q_len = 77,
+       .kv_len = 333,
+       .blocks = {7, 128},
+       .heads = 1,
+       .d = 248,
+       .dv = 8},
+      {.name = "d96_bf16_block_q5_local",
+       .mask = Mask::local(30, 70),
+       .q_len = 130,
+       .kv_len = 300,
+       .blocks = {5, 64},
+       .d = 96,
+       .dtype = kBF16},
+      {.name = "d136_f16_dv56_element",
+       .mask = Mask::local(100, 5),
+       .q_len = 211,
+       .kv_len = 389,
+       .blocks = {64, 192},
+       .d = 136,
+       .dv = 56,
+       .dtype = kF16,
+       .mode = kElement},
       {.name = "d80_causal", .mask = Mask::causal(), .q_len = 300, .kv_len = 300, .d = 80},
       {.name = "d128_bf16", .q_len = 200, .kv_len = 260, .d = 128, .dtype = kBF16},
       {.name = "d128_f16_out_f16",

@@ -141,11 +141,28 @@ TEST(Cli, BenchJsonHasKeysAndSaneValues) {
       "--block-kv 64 --repeats 2 --compare-dense --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto json = nlohmann::json::parse(r.out);
-  for (const char* key :
-       {"mask",   "q_len",       "kv_len",     "heads",         "head_dim",
-        "dtype",  "block_q",     "block_kv",   "mask_mode",     "threads",
-        "isa",    "repeats",     "kept_pairs", "density",       "seconds",
-        "gflops", "peak_gflops", "efficiency", "dense_seconds", "sparse_vs_ideal"}) {
+  for (const char* key : {"mask",
+                          "q_len",
+                          "kv_len",
+                          "heads",
+                          "head_dim",
+                          "dtype",
+                          "block_q",
+                          "block_kv",
+                          "mask_mode",
+                          "threads",
+                          "isa",
+                          "repeats",
+                          "kept_pairs",
+                          "density",
+                          "seconds",
+                          "gflops",
+                          "peak_gflops",
+                          "efficiency",
+                          "dense_seconds",
+                          "sparse_vs_ideal",
+                          "peak_gflops_per_thread",
+                          "dense_efficiency"}) {
     EXPECT_TRUE(json.contains(key)) << key;
   }
   EXPECT_EQ(json.at("q_len").get<int>(), 128);
@@ -158,6 +175,8 @@ TEST(Cli, BenchJsonHasKeysAndSaneValues) {
   EXPECT_GT(json.at("gflops").get<double>(), 0.0);
   EXPECT_GT(json.at("peak_gflops").get<double>(), 0.0);
   EXPECT_GT(json.at("efficiency").get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(json.at("peak_gflops_per_thread").get<double>(),
+                   json.at("peak_gflops").get<double>());  // one thread
   EXPECT_GT(json.at("dense_seconds").get<double>(), 0.0);
   EXPECT_GT(json.at("sparse_vs_ideal").get<double>(), 0.0);
   EXPECT_FALSE(json.at("isa").get<std::string>().empty());

@@ -16,6 +16,7 @@
 #include "support/attention_check.h"
 #include "support/random_data.h"
 #include "tilesplash/attention.h"
+#include "tilesplash/kernel_limits.h"
 #include "tilesplash/mask.h"
 #include "tilesplash/plan.h"
 #include "tuning/sample_plan.h"
@@ -24,8 +25,7 @@ namespace tilesplash {
 namespace {
 
 bool kernel_accepts(const BlockSizes& b) {
-  return b.block_q >= 1 && b.block_q <= 4096 && b.block_kv >= 64 && b.block_kv <= 1024 &&
-         b.block_kv % 64 == 0;
+  return kernel_limits::valid_block_q(b.block_q) && kernel_limits::valid_block_kv(b.block_kv);
 }
 
 TEST(TileCandidates, SpanSmallToLargeWithinKernelLimits) {

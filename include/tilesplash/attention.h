@@ -39,8 +39,8 @@ struct AttentionOptions {
 // [heads, q_len, dv] in f32 or the input dtype; lse, when not null, receives
 // heads * q_len floats (row-major) of log-sum-exp per row (natural log, of the
 // scaled scores). A row with no kept key gives 0 and LSE = -inf.
-// d and dv: multiples of 8 up to 256 (64 and 128 are the fast paths).
-// plan.blocks().block_kv: a multiple of 64 up to 1024; block_q: 1 to 4096.
+// d and dv: multiples of 8 up to 256; plan.blocks().block_kv: a multiple of
+// 64 up to 1024; block_q: 1 to 4096 (tilesplash/kernel_limits.h).
 // Throws std::invalid_argument naming the argument on any mismatch.
 struct AttentionArgs {
   TensorView q;

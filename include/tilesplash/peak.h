@@ -9,10 +9,22 @@ namespace tilesplash {
 // GFLOP/s (2 flops per multiply-add) of a register-resident FMA loop on the
 // active ISA: f32 FMA for f32 and f16 (which the kernel widens to f32), BF16
 // dot products for bf16 where the CPU has them. `threads` workers run at once
-// (< 1: all hardware threads). The time is split into short windows and the
+// (< 1: all hardware threads), each pinned to a core of its own when the
+// process may use that many. The time is split into short windows and the
 // best window is reported, since a peak is an upper bound and a briefly stolen
 // core should spoil one window, not the result. Throws std::invalid_argument
 // unless `seconds` is finite and > 0.
 double measure_peak_gflops(DType dtype, int threads, double seconds = 0.2);
+
+struct PeakMeasurement {
+  double gflops = 0.0;  // measure_peak_gflops(): the rate of the wall-clock windows
+  // The same loop against each worker's own CPU time (summed over workers):
+  // what the cores do while they run, whatever other processes take from them.
+  // On a loaded machine compare it with CPU-time kernel rates.
+  double cpu_gflops = 0.0;
+};
+
+// Both rates from one measurement (same arguments as measure_peak_gflops).
+PeakMeasurement measure_peak(DType dtype, int threads, double seconds = 0.2);
 
 }  // namespace tilesplash

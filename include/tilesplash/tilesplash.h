@@ -7,6 +7,7 @@
 #include "tilesplash/candidates.h"
 #include "tilesplash/clusters.h"
 #include "tilesplash/evaluation.h"
+#include "tilesplash/kernel_limits.h"
 #include "tilesplash/mask.h"
 #include "tilesplash/mask_spec.h"
 #include "tilesplash/peak.h"

@@ -79,7 +79,8 @@ struct TuneOptions {
   bool exhaustive = false;
   std::uint64_t seed = 0;  // of the random Q, K, V
   // Candidates to try instead of tile_candidates_for(); each must satisfy the
-  // kernel's limits (block_kv a multiple of 64 up to 1024, block_q 1..4096).
+  // kernel's limits (tilesplash/kernel_limits.h: block_kv a multiple of 64 up
+  // to 1024, block_q 1 to 4096).
   std::vector<BlockSizes> candidates;
 };
 

@@ -9,6 +9,7 @@
 
 #include "batched/strided_views.h"
 #include "tilesplash/batched_attention.h"
+#include "tilesplash/kernel_limits.h"
 
 namespace tilesplash {
 namespace {
@@ -23,8 +24,9 @@ std::string str(std::int64_t value) { return std::to_string(value); }
 std::string dtype_text(DType dtype) { return std::string(to_string(dtype)); }
 
 void check_head_dim(const std::string& name, const char* what, std::int64_t dim) {
-  if (dim < 8 || dim > 256 || dim % 8 != 0) {
-    fail(name, std::string(what) + " must be a multiple of 8 in [8, 256], got " + str(dim));
+  if (!kernel_limits::valid_head_dim(dim)) {
+    fail(name,
+         std::string(what) + " must be " + kernel_limits::head_dim_rule() + ", got " + str(dim));
   }
 }
 

@@ -11,6 +11,7 @@
 
 #include "batched/strided_views.h"
 #include "tilesplash/batched_attention.h"
+#include "tilesplash/kernel_limits.h"
 
 namespace tilesplash {
 namespace {
@@ -59,12 +60,16 @@ struct ChoiceKeyHash {
 }  // namespace
 
 void check_block_sizes(std::optional<std::int64_t> block_q, std::optional<std::int64_t> block_kv) {
-  if (block_q && (*block_q < 1 || *block_q > 4096)) {
-    throw std::invalid_argument("block_q: must be in [1, 4096], got " + std::to_string(*block_q));
+  if (block_q && !kernel_limits::valid_block_q(*block_q)) {
+    throw std::invalid_argument("block_q: must be in [1, " +
+                                std::to_string(kernel_limits::kMaxBlockQ) + "], got " +
+                                std::to_string(*block_q));
   }
-  if (block_kv && (*block_kv < 64 || *block_kv > 1024 || *block_kv % 64 != 0)) {
-    throw std::invalid_argument("block_kv: must be a multiple of 64 in [64, 1024], got " +
-                                std::to_string(*block_kv));
+  if (block_kv && !kernel_limits::valid_block_kv(*block_kv)) {
+    throw std::invalid_argument(
+        "block_kv: must be a multiple of " + std::to_string(kernel_limits::kBlockKvMultiple) +
+        " in [" + std::to_string(kernel_limits::kBlockKvMultiple) + ", " +
+        std::to_string(kernel_limits::kMaxBlockKv) + "], got " + std::to_string(*block_kv));
   }
 }
 

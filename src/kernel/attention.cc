@@ -38,7 +38,7 @@ AttentionRunner::~AttentionRunner() = default;
 void AttentionRunner::forward(const TilePlan& plan, const AttentionArgs& args,
                               const AttentionOptions& options) {
   const kernel::ForwardParams params = kernel::make_forward_params(plan, args, options);
-  kernel::active_forward()(params, impl_->workspace, impl_->pool);
+  kernel::active_target().forward(params, impl_->workspace, impl_->pool);
 }
 
 void attention_forward(const TilePlan& plan, const AttentionArgs& args,

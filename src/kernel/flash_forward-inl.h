@@ -1,381 +1,69 @@
-// Block-sparse flash-attention forward, written once and compiled once per
-// SIMD target (Highway's -inl.h pattern, with GCC vector extensions instead of
-// Highway: Debian's Highway 1.0.3 has no Zen 4 target and never emits the BF16
-// dot product, and the micro-kernels below need exact control of registers).
+// Block-sparse flash-attention forward: the loops around a path's packing and
+// micro-kernels (kernel/f32_path-inl.h, Bf16DotPath). Included by
+// kernel-inl.h inside a target's namespace.
 //
-// The including translation unit opens `namespace tilesplash::kernel::<isa>`,
-// defines `kLanes` (floats per vector) and `kColVecs` (vectors per micro-tile
-// row), optionally defines TILESPLASH_KERNEL_BF16_DOT with a `Bf16DotPath`
-// (see kernel_avx512bf16.cc), and includes this file. No #includes here: the
-// TU includes kernel/flash_prelude.h before opening the namespace.
+// Work and memory. K and V of a group of heads are packed once per call (K in
+// transposed key panels, V in column chunks). A work item is one (head,
+// q-block); a worker takes the q-block's rows kRows at a time and, for every
+// tile the plan visits, runs the whole flash step on that register tile of
+// rows: Q.K^T over the tile's key panels (the row max folded into the score
+// store), the mask and the exponent on those kRows rows of scores, and P.V
+// over the output column chunks. The scores of the rows in flight (kRows *
+// block_kv floats) never leave L1; the tile's K and V (2 * block_kv * d * 4
+// bytes, 256 KiB at 256 keys and d = 128) stream from L2 once per row group,
+// about 10 bytes per cycle at 32 flops per cycle, a third of what L2 delivers.
+// Each q-block's accumulators (block_q * dv floats) live in L2 across its
+// tiles; rescaling them by the online softmax's alpha is folded into the P.V
+// micro-kernel's first load.
 //
-// Work and memory. Per (head, q-block) item, each visited tile costs
-// 4 * rows * keys * d flops. K is packed once per head into panels of kPanel
-// keys, transposed ([d][kPanel]), so a micro-kernel of kRows query rows by
-// kPanel keys keeps kRows * kColVecs accumulators in registers and loads
-// kColVecs vectors per kRows broadcasts; V is packed row-major with its width
-// padded to kPanel, and P * V runs the same register tile over output columns.
-// A tile of block_kv keys (K and V, 2 * block_kv * d * 4 bytes) stays in L2
-// while every row group of the q-block passes over it. The softmax scale is
-// folded into the exponent (one FMA per score) and exp2 is a polynomial.
-//
-// Tile modes. Full tiles run QK, softmax and PV with no mask work; partial
-// tiles clear scores with their plan bitmask; `element` mode evaluates the
-// mask's vectorised predicate on every pair of every visited tile; `bitmask`
-// mode runs every visited tile through the bitmask path. The last, ragged kv
-// tile also clears the padding columns.
+// Tile modes. Full tiles run with no mask work; partial tiles clear scores
+// with their plan bitmask; `element` mode evaluates the mask's vectorised
+// predicate on every pair of every visited tile; `bitmask` mode runs every
+// visited tile through the bitmask path. The last, ragged kv tile also clears
+// the padding keys. Softmax scale: folded into the exponent (one FMA per
+// score), exp2 is a polynomial (kernel/simd-inl.h).
 
-constexpr int kRows = 6;
-constexpr std::int64_t kPanel = static_cast<std::int64_t>(kLanes) * kColVecs;
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-typedef float VF __attribute__((vector_size(kLanes * 4)));
-typedef std::int32_t VI __attribute__((vector_size(kLanes * 4)));
-typedef std::uint8_t VB __attribute__((vector_size(kLanes)));
-
-inline VF load(const float* p) {
-  VF v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store(float* p, VF v) { __builtin_memcpy(p, &v, sizeof v); }
-// A shuffle of lane 0 compiles to one broadcast; `VF{} + x` would add 0.0 first.
-inline VF splat(float x) { return __builtin_shuffle(VF{x}, VI{}); }
-
-inline float reduce_add(VF v) {
-  float sum = 0.0f;
-  for (int i = 0; i < kLanes; ++i) sum += v[i];
-  return sum;
-}
-
-inline float reduce_max(VF v) {
-  float best = v[0];
-  for (int i = 1; i < kLanes; ++i) best = v[i] > best ? v[i] : best;
-  return best;
-}
-
-// 2^t for t <= ~0. Cephes' exp2f polynomial on [-0.5, 0.5] (relative error
-// ~2e-7); t is clamped at -127 where the exponent field becomes 0, so masked
-// scores (-inf) give exactly 0.
-inline VF exp2_vec(VF t) {
-  t = t < -127.0f ? splat(-127.0f) : t;
-  const VF magic = splat(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
-  const VF n = (t + magic) - magic;
-  const VF f = t - n;
-  VF p = splat(1.535336188319500e-4f);
-  p = p * f + 1.339887440266574e-3f;
-  p = p * f + 9.618437357674640e-3f;
-  p = p * f + 5.550332471162809e-2f;
-  p = p * f + 2.402264791363012e-1f;
-  p = p * f + 6.931472028550421e-1f;
-  p = p * f + 1.0f;
-  const VI exponent = (__builtin_convertvector(n, VI) + 127) << 23;
-  return p * reinterpret_cast<VF>(exponent);  // same-size vector cast is a bit cast
-}
-
-// ---------------------------------------------------------------------------
-// Row operations on one row of scores (length a multiple of kLanes).
-
-inline void clear_columns_from(float* row, std::int64_t from, std::int64_t to) {
-  for (std::int64_t i = from; i < to; ++i) row[i] = kNegInf;
-}
-
-inline void apply_bits(float* row, const std::uint64_t* bits, std::int64_t n) {
-  VI lane_bit;
-  for (int i = 0; i < kLanes; ++i) lane_bit[i] = 1 << i;
-  constexpr std::uint64_t kAll = (kLanes == 64) ? ~0ull : ((1ull << kLanes) - 1);
-  for (std::int64_t i = 0; i < n; i += kLanes) {
-    const std::uint64_t chunk = (bits[i / 64] >> (i % 64)) & kAll;
-    if (chunk == kAll) continue;
-    const VI keep = ((VI{} + static_cast<std::int32_t>(chunk)) & lane_bit) != 0;
-    store(row + i, keep ? load(row + i) : splat(kNegInf));
-  }
-}
-
-inline void apply_keep(float* row, const std::uint8_t* keep, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; i += kLanes) {
-    VB bytes;
-    __builtin_memcpy(&bytes, keep + i, sizeof bytes);
-    const VI kept = __builtin_convertvector(bytes, VI) != 0;
-    store(row + i, kept ? load(row + i) : splat(kNegInf));
-  }
-}
-
-inline float row_max(const float* row, std::int64_t n) {
-  VF best = splat(kNegInf);
-  for (std::int64_t i = 0; i < n; i += kLanes) {
-    const VF x = load(row + i);
-    best = x > best ? x : best;
-  }
-  return reduce_max(best);
-}
-
-// row[i] = 2^((row[i] - m) * c - shift), returns the sum. The max is
-// subtracted before scaling, not folded into one FMA as row * c - m * c: once
-// m * c is large (scores of 1e9 and up), the rounding error of m * c alone
-// exceeds the exponent range and every weight becomes 0 or Inf. s - m is exact
-// when s is near m (Sterbenz), which is where the weights that matter are.
-inline float exp_row(float* row, std::int64_t n, float m, float c, float shift) {
-  VF sum = VF{};
-  const VF vm = splat(m);
-  const VF vc = splat(c);
-  const VF vshift = splat(shift);
-  for (std::int64_t i = 0; i < n; i += kLanes) {
-    const VF e = exp2_vec((load(row + i) - vm) * vc - vshift);
-    store(row + i, e);
-    sum += e;
-  }
-  return reduce_add(sum);
-}
-
-// ---------------------------------------------------------------------------
-// Conversions between the caller's tensors and f32 rows.
-
-// Widens row `row` of `head` to f32; returns false if it holds NaN or Inf.
-inline bool load_row_f32(const TensorView& t, std::int64_t head, std::int64_t row, float* dst) {
-  const std::int64_t offset = head * t.head_stride + row * t.row_stride;
-  const std::int64_t n = t.dim;
-  std::uint32_t any_special = 0;
-  switch (t.dtype) {
-    case DType::kF32: {
-      const float* src = static_cast<const float*>(t.data) + offset;
-      for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i];
-      break;
-    }
-    case DType::kBF16: {
-      const std::uint16_t* src = static_cast<const std::uint16_t*>(t.data) + offset;
-      for (std::int64_t i = 0; i < n; ++i) {
-        const std::uint32_t wide = static_cast<std::uint32_t>(src[i]) << 16;
-        __builtin_memcpy(dst + i, &wide, 4);
-      }
-      break;
-    }
-    case DType::kF16: {
-      const std::uint16_t* src = static_cast<const std::uint16_t*>(t.data) + offset;
-      for (std::int64_t i = 0; i < n; ++i) dst[i] = f16_to_float(src[i]);
-      break;
-    }
-  }
-  for (std::int64_t i = 0; i < n; ++i) {
-    std::uint32_t bits;
-    __builtin_memcpy(&bits, dst + i, 4);
-    any_special |= static_cast<std::uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
-  }
-  return any_special == 0;
-}
-
-inline bool row_is_finite(const TensorView& t, std::int64_t head, std::int64_t row) {
-  float tmp[kMaxHeadDim];
-  return load_row_f32(t, head, row, tmp);
-}
-
-// Largest biased f32 exponent field among rows [key0, key1) of `head` (|x| <
-// 2^(field - 126) for every element); `row` is dim floats of scratch.
-inline int max_exponent_field(const TensorView& t, std::int64_t head, std::int64_t key0,
-                              std::int64_t key1, float* row) {
-  std::uint32_t best = 0;
-  for (std::int64_t key = key0; key < key1; ++key) {
-    load_row_f32(t, head, key, row);
-    for (std::int64_t i = 0; i < t.dim; ++i) {
-      std::uint32_t bits;
-      __builtin_memcpy(&bits, row + i, 4);
-      const std::uint32_t field = (bits >> 23) & 0xffu;
-      best = field > best ? field : best;
-    }
-  }
-  return static_cast<int>(best);
-}
-
-inline void atomic_max(std::atomic<int>& target, int value) {
-  int current = target.load();
-  while (value > current && !target.compare_exchange_weak(current, value)) {
-  }
-}
-
-// Rows whose every kept key so far scored -inf carry this in l: an overflowed
-// q.k, which a masked key (also -inf) must not be mistaken for.
-constexpr float kAllKeptOverflowed = -1.0f;
-
-// True when the mask keeps at least one of the tile's first n keys in this row.
-inline bool row_keeps_any(const std::uint64_t* bits, const std::uint8_t* keep, std::int64_t n) {
-  if (keep != nullptr) {
-    for (std::int64_t i = 0; i < n; ++i)
-      if (keep[i] != 0) return true;
-    return false;
-  }
-  if (bits == nullptr) return n > 0;  // a full tile
-  for (std::int64_t i = 0; i < n; ++i)
-    if ((bits[i / 64] >> (i % 64)) & 1u) return true;
-  return false;
-}
-
-inline void store_out_row(const MutableTensorView& out, std::int64_t head, std::int64_t row,
-                          const float* acc, float inv) {
-  const std::int64_t offset = head * out.head_stride + row * out.row_stride;
-  switch (out.dtype) {
-    case DType::kF32: {
-      float* dst = static_cast<float*>(out.data) + offset;
-      for (std::int64_t i = 0; i < out.dim; ++i) dst[i] = acc[i] * inv;
-      break;
-    }
-    case DType::kBF16: {
-      std::uint16_t* dst = static_cast<std::uint16_t*>(out.data) + offset;
-      for (std::int64_t i = 0; i < out.dim; ++i) dst[i] = float_to_bf16(acc[i] * inv);
-      break;
-    }
-    case DType::kF16: {
-      std::uint16_t* dst = static_cast<std::uint16_t*>(out.data) + offset;
-      for (std::int64_t i = 0; i < out.dim; ++i) dst[i] = float_to_f16(acc[i] * inv);
-      break;
-    }
-  }
-}
-
-// ---------------------------------------------------------------------------
-// f32 path: every input dtype widened to f32 while packing.
-
-struct F32Path {
-  using Packed = float;
-  static constexpr bool kNeedsBf16Input = false;
-
-  static std::int64_t k_panel_elems(std::int64_t d) { return d * kPanel; }
-  static std::int64_t v_row_elems(std::int64_t dvp) { return dvp; }  // per key
-  static std::int64_t q_row_elems(std::int64_t d) { return d; }
-
-  // Panel of kPanel keys starting at `key0`, transposed to [d][kPanel].
-  static bool pack_k_panel(const TensorView& k, std::int64_t head, std::int64_t key0, float* panel,
-                           float* row) {
-    bool finite = true;
-    const std::int64_t d = k.dim;
-    for (std::int64_t j = 0; j < kPanel; ++j) {
-      const std::int64_t key = key0 + j;
-      if (key < k.len) {
-        finite &= load_row_f32(k, head, key, row);
-      } else {
-        std::fill(row, row + d, 0.0f);
-      }
-      for (std::int64_t c = 0; c < d; ++c) panel[c * kPanel + j] = row[c];
-    }
-    return finite;
-  }
-
-  // Rows [key0, key0 + kPanel) of V, width padded to dvp with zeros.
-  static bool pack_v_panel(const TensorView& v, std::int64_t head, std::int64_t key0,
-                           std::int64_t dvp, float* out, float*) {
-    bool finite = true;
-    for (std::int64_t j = 0; j < kPanel; ++j) {
-      float* dst = out + j * dvp;
-      const std::int64_t key = key0 + j;
-      if (key < v.len) {
-        finite &= load_row_f32(v, head, key, dst);
-        std::fill(dst + v.dim, dst + dvp, 0.0f);
-      } else {
-        std::fill(dst, dst + dvp, 0.0f);
-      }
-    }
-    return finite;
-  }
-
-  static void load_q_row(const TensorView& q, std::int64_t head, std::int64_t row, float* dst) {
-    load_row_f32(q, head, row, dst);
-  }
-
-  static const float* v_tile(const float* packed_v, std::int64_t key0, std::int64_t dvp) {
-    return packed_v + key0 * dvp;
-  }
-
-  template <int R>
-  static void qk(const float* __restrict q, std::int64_t d, const float* __restrict panel,
-                 float* __restrict s, std::int64_t s_stride) {
-    VF acc[R][kColVecs];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-      for (int j = 0; j < kColVecs; ++j) acc[r][j] = VF{};
-    for (std::int64_t c = 0; c < d; ++c) {
-      VF kv[kColVecs];
-#pragma GCC unroll 8
-      for (int j = 0; j < kColVecs; ++j) kv[j] = load(panel + c * kPanel + j * kLanes);
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        const VF qb = splat(q[r * d + c]);
-#pragma GCC unroll 8
-        for (int j = 0; j < kColVecs; ++j) acc[r][j] += qb * kv[j];
-      }
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-      for (int j = 0; j < kColVecs; ++j) store(s + r * s_stride + j * kLanes, acc[r][j]);
-  }
-
-  using Prob = float;
-  static constexpr bool kSeparateProbs = false;  // P.V reads the score buffer in place
-  static void store_probs(const float*, std::int64_t, float*) {}
-
-  // acc[r][col, col + kPanel) = acc * alpha[r] + P[r] . V[:, col, col + kPanel)
-  // for R rows; V rows of width dvp start at the tile's first key.
-  template <int R>
-  static void pv(const float* __restrict p, std::int64_t p_stride, std::int64_t keys,
-                 const float* __restrict v, std::int64_t dvp, std::int64_t col,
-                 float* __restrict acc, const float* alpha) {
-    VF a[R][kColVecs];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-      for (int j = 0; j < kColVecs; ++j)
-        a[r][j] = load(acc + r * dvp + col + j * kLanes) * alpha[r];
-    for (std::int64_t key = 0; key < keys; ++key) {
-      VF vv[kColVecs];
-#pragma GCC unroll 8
-      for (int j = 0; j < kColVecs; ++j) vv[j] = load(v + key * dvp + col + j * kLanes);
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        const VF pb = splat(p[r * p_stride + key]);
-#pragma GCC unroll 8
-        for (int j = 0; j < kColVecs; ++j) a[r][j] += pb * vv[j];
-      }
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-      for (int j = 0; j < kColVecs; ++j) store(acc + r * dvp + col + j * kLanes, a[r][j]);
-  }
-};
-
-// ---------------------------------------------------------------------------
-// Orchestration, shared by both paths.
-
-template <typename F>
+// Calls body.template operator()<R>() with R = rows (1..kRows) as a
+// compile-time value, so every micro-kernel is unrolled for its row count.
+template <int R = 1, typename F>
 inline void with_rows(int rows, F&& body) {
-  switch (rows) {
-    case 1:
-      return body.template operator()<1>();
-    case 2:
-      return body.template operator()<2>();
-    case 3:
-      return body.template operator()<3>();
-    case 4:
-      return body.template operator()<4>();
-    case 5:
-      return body.template operator()<5>();
-    default:
-      return body.template operator()<kRows>();
+  if constexpr (R == kRows) {
+    body.template operator()<R>();
+  } else if (rows == R) {
+    body.template operator()<R>();
+  } else {
+    with_rows<R + 1>(rows, body);
   }
 }
 
 template <typename Path>
 struct FlashForward {
   using Packed = typename Path::Packed;
+  using Prob = typename Path::Prob;
+
+  // Per-worker scratch, by element type (kernel/scratch_layout.h).
+  struct Scratch {
+    ScratchSlot<Packed> q;           // the q-block's rows, packed: block_q * q_row_elems
+    ScratchSlot<float> scores;       // kRows rows of block_kv scores
+    ScratchSlot<Prob> probs;         // the same rows as P.V reads them (if separate)
+    ScratchSlot<std::uint8_t> keep;  // element mode: the predicate of one row
+    ScratchSlot<float> acc;          // block_q * dvp accumulators
+    ScratchSlot<RowState> state;     // block_q running max and sum
+    ScratchSlot<float> alpha;        // kRows rescale factors
+    ScratchSlot<float> row;          // one widened row, for packing
+    std::size_t bytes = 0;
+  };
 
   const ForwardParams& p;
   const TilePlan& plan;
   std::int64_t d, dv, dvp, block_q, block_kv, words;
-  std::int64_t panels;        // K/V panels per head
+  std::int64_t panels;        // key panels per head
   std::int64_t k_head_elems;  // packed K elements per head
   std::int64_t v_head_elems;
-  float exp_scale;  // scale * log2(e)
+  std::int64_t q_stride;  // packed elements per Q row
+  std::int64_t p_stride;  // Prob elements per probability row
+  float exp_scale;        // scale * log2(e)
+  Scratch scratch;
 
   explicit FlashForward(const ForwardParams& params)
       : p(params),
@@ -388,27 +76,21 @@ struct FlashForward {
         words(params.plan->words_per_row()),
         panels((params.k.len + kPanel - 1) / kPanel),
         k_head_elems(panels * Path::k_panel_elems(params.q.dim)),
-        v_head_elems(panels * kPanel * Path::v_row_elems(dvp)),
+        v_head_elems(Path::v_head_elems(panels * kPanel, dvp)),
+        q_stride(Path::q_row_elems(params.q.dim)),
+        p_stride(Path::prob_row_elems(block_kv)),
         exp_scale(params.scale * kLog2e),
-        shift_(static_cast<std::size_t>(params.q.heads), 0.0f) {}
-
-  // Per-worker scratch, carved by ScratchLayout (floats; Packed is 4 bytes).
-  struct ScratchLayout {
-    std::int64_t q, scores, probs, keep, acc, m, l, alpha, total;
-  };
-  ScratchLayout layout() const {
-    auto round = [](std::int64_t n) { return (n + 15) / 16 * 16; };  // keep 64-byte alignment
-    ScratchLayout s{};
-    s.q = 0;
-    s.scores = s.q + round(block_q * Path::q_row_elems(d));
-    s.probs = s.scores + round(block_q * block_kv);
-    s.keep = s.probs + round(Path::kSeparateProbs ? block_q * block_kv / 2 : 0);
-    s.acc = s.keep + round(block_kv / 4 + 1);
-    s.m = s.acc + round(block_q * dvp);
-    s.l = s.m + round(block_q);
-    s.alpha = s.l + round(block_q);
-    s.total = s.alpha + round(block_q) + round(std::max(d, dvp));
-    return s;
+        shift_(static_cast<std::size_t>(params.q.heads), 0.0f) {
+    ScratchLayout layout;
+    scratch.q = layout.add<Packed>(block_q * q_stride);
+    scratch.scores = layout.add<float>(kRows * block_kv);
+    scratch.probs = layout.add<Prob>(Path::kSeparateProbs ? kRows * p_stride : 0);
+    scratch.keep = layout.add<std::uint8_t>(block_kv);
+    scratch.acc = layout.add<float>(block_q * dvp);
+    scratch.state = layout.add<RowState>(block_q);
+    scratch.alpha = layout.add<float>(kRows);
+    scratch.row = layout.add<float>(std::max(d, dvp));
+    scratch.bytes = layout.bytes();
   }
 
   void run(Workspace& ws, runtime::ThreadPool& pool) {
@@ -424,7 +106,8 @@ struct FlashForward {
 
     // Heads are processed in groups whose packed K/V fit a budget, so memory
     // stays O(N * d) per group rather than a second copy of every head.
-    const std::int64_t head_bytes = (k_head_elems + v_head_elems) * 4;
+    const std::int64_t head_bytes =
+        static_cast<std::int64_t>((k_head_elems + v_head_elems) * sizeof(Packed));
     const std::int64_t budget = std::int64_t{512} << 20;
     const std::int64_t group =
         std::clamp<std::int64_t>(budget / std::max<std::int64_t>(head_bytes, 1), 1, heads);
@@ -444,7 +127,8 @@ struct FlashForward {
         const std::int64_t rank = item / count;
         const std::int64_t head = head0 + item % count;
         compute_item(head, order[rank], packed_k + (head - head0) * k_head_elems,
-                     packed_v + (head - head0) * v_head_elems, ws.per_worker[worker]);
+                     packed_v + (head - head0) * v_head_elems,
+                     ws.per_worker[worker].get<std::byte>(scratch.bytes));
       });
     }
     report_overflow();
@@ -488,12 +172,11 @@ struct FlashForward {
       const std::int64_t h = item / panels;
       const std::int64_t panel = item % panels;
       const std::int64_t key0 = panel * kPanel;
-      const ScratchLayout sl = layout();
-      float* row = ws.per_worker[worker].template get<float>(sl.total) + sl.alpha + block_q;
+      float* row = scratch.row.in(ws.per_worker[worker].get<std::byte>(scratch.bytes));
       Packed* kp = packed_k + h * k_head_elems + panel * Path::k_panel_elems(d);
-      Packed* vp = packed_v + h * v_head_elems + panel * kPanel * Path::v_row_elems(dvp);
       const bool k_ok = Path::pack_k_panel(p.k, head0 + h, key0, kp, row);
-      const bool v_ok = Path::pack_v_panel(p.v, head0 + h, key0, dvp, vp, row);
+      const bool v_ok = Path::pack_v_panel(p.v, head0 + h, key0, panels * kPanel, dvp,
+                                           packed_v + h * v_head_elems, row);
       atomic_max(v_field[h],
                  max_exponent_field(p.v, head0 + h, key0, std::min(key0 + kPanel, p.v.len), row));
       if (p.check_finite && !(k_ok && v_ok)) {
@@ -518,123 +201,131 @@ struct FlashForward {
     }
   }
 
-  // One (head, q-block): for every visited tile, scores for all rows (each K
-  // panel stays in L1 while every row group passes over it), then mask and
-  // online softmax row by row, then P.V (each V column chunk stays in L1).
+  // What every row group of one (item, tile) shares.
+  struct TileView {
+    IndexRange rows, cols;
+    std::int64_t nk, nkp;       // keys in the tile, rounded up to whole panels
+    const Packed* k;            // the tile's first K panel
+    const Packed* v_head;       // the head's packed V
+    const std::uint64_t* bits;  // plan bitmask rows, or null (no bitmask work)
+    float shift;
+  };
+
   void compute_item(std::int64_t head, std::int64_t q_block, const Packed* kp, const Packed* vp,
-                    runtime::AlignedBuffer& scratch_buffer) {
+                    std::byte* base) {
     const IndexRange rows = plan.q_range(q_block);
     const std::int64_t nrows = rows.size();
-    const ScratchLayout sl = layout();
-    float* scratch = scratch_buffer.get<float>(sl.total);
-    Packed* q = reinterpret_cast<Packed*>(scratch + sl.q);
-    float* s = scratch + sl.scores;
-    auto* probs =
-        reinterpret_cast<typename Path::Prob*>(Path::kSeparateProbs ? scratch + sl.probs : s);
-    std::uint8_t* keep = reinterpret_cast<std::uint8_t*>(scratch + sl.keep);
-    float* acc = scratch + sl.acc;
-    float* m = scratch + sl.m;
-    float* l = scratch + sl.l;
-    float* alpha = scratch + sl.alpha;
-
-    const std::int64_t q_stride = Path::q_row_elems(d);
-    const std::int64_t p_stride = Path::kSeparateProbs ? block_kv / 2 : block_kv;
+    Packed* q = scratch.q.in(base);
+    float* acc = scratch.acc.in(base);
+    RowState* state = scratch.state.in(base);
     for (std::int64_t r = 0; r < nrows; ++r) {
       Path::load_q_row(p.q, head, rows.begin + r, q + r * q_stride);
     }
     std::fill(acc, acc + nrows * dvp, 0.0f);
-    std::fill(m, m + nrows, kNegInf);
-    std::fill(l, l + nrows, 0.0f);
+    std::fill(state, state + nrows, RowState{kNegInf, 0.0f});
 
-    const Mask& mask = plan.mask();
-    const float shift = shift_[head];
     for (const PlanTile& tile : plan.tiles(q_block)) {
-      const IndexRange cols = plan.kv_range(tile.kv_block);
-      const std::int64_t nk = cols.size();
-      const std::int64_t nkp = (nk + kPanel - 1) / kPanel * kPanel;
-      const std::int64_t panel0 = cols.begin / kPanel;
-      const std::uint64_t* bits = nullptr;
+      TileView t;
+      t.rows = rows;
+      t.cols = plan.kv_range(tile.kv_block);
+      t.nk = t.cols.size();
+      t.nkp = (t.nk + kPanel - 1) / kPanel * kPanel;
+      t.k = kp + t.cols.begin / kPanel * Path::k_panel_elems(d);
+      t.v_head = vp;
+      t.bits = nullptr;
       if (p.mask_mode != MaskMode::kElement) {
         if (!tile.is_full()) {
-          bits = plan.partial_bits(tile.partial_id);
+          t.bits = plan.partial_bits(tile.partial_id);
         } else if (p.mask_mode == MaskMode::kBitmask) {
-          bits = ones_bits_;
+          t.bits = ones_bits_;
         }
       }
-      for (std::int64_t panel = 0; panel < nkp / kPanel; ++panel) {
-        const Packed* kpanel = kp + (panel0 + panel) * Path::k_panel_elems(d);
-        for (std::int64_t r0 = 0; r0 < nrows; r0 += kRows) {
-          with_rows(static_cast<int>(std::min<std::int64_t>(kRows, nrows - r0)), [&]<int R>() {
-            Path::template qk<R>(q + r0 * q_stride, d, kpanel, s + r0 * block_kv + panel * kPanel,
-                                 block_kv);
-          });
-        }
+      t.shift = shift_[head];
+      for (std::int64_t r0 = 0; r0 < nrows; r0 += kRows) {
+        with_rows(static_cast<int>(std::min<std::int64_t>(kRows, nrows - r0)),
+                  [&]<int R>() { row_group<R>(t, r0, q, acc, state, base); });
       }
-      for (std::int64_t r = 0; r < nrows; ++r) {
-        float* srow = s + r * block_kv;
-        if (p.mask_mode == MaskMode::kElement) {
-          mask.eval_row(rows.begin + r, cols.begin, nk, keep);
-          std::fill(keep + nk, keep + nkp, std::uint8_t{0});
-          apply_keep(srow, keep, nkp);
+    }
+    finish_rows(head, rows, acc, state);
+  }
+
+  // The flash step for rows [r0, r0 + R) of the item on one tile.
+  template <int R>
+  void row_group(const TileView& t, std::int64_t r0, const Packed* q, float* acc, RowState* state,
+                 std::byte* base) const {
+    float* s = scratch.scores.in(base);
+    float* alpha = scratch.alpha.in(base);
+    std::uint8_t* keep = scratch.keep.in(base);
+    Prob* probs = Path::kSeparateProbs ? scratch.probs.in(base) : reinterpret_cast<Prob*>(s);
+
+    // Inside a bitmasked tile only the key panels some row of this group
+    // keeps are computed: along a band's or causal mask's edge that is about
+    // half the tile. The keys left out would get weight exactly 0, so the
+    // result is the same; with no key kept at all the step changes nothing.
+    std::int64_t k0 = 0, k1 = t.nkp;
+    if (t.bits != nullptr) {
+      const KeyRange kept = kept_key_panels(t.bits + r0 * words, R, words, t.nkp);
+      if (kept.begin == kept.end) return;
+      k0 = kept.begin;
+      k1 = kept.end;
+    }
+    const std::int64_t nk = std::min(t.nk, k1);  // in-range keys end
+
+    VF max_lanes[R];
+    for (int r = 0; r < R; ++r) max_lanes[r] = splat(kNegInf);
+    for (std::int64_t panel = k0 / kPanel; panel < k1 / kPanel; ++panel) {
+      Path::template qk<R>(q + r0 * q_stride, d, t.k + panel * Path::k_panel_elems(d),
+                           s + panel * kPanel, block_kv, max_lanes);
+    }
+
+    const bool element = p.mask_mode == MaskMode::kElement;
+    for (int r = 0; r < R; ++r) {
+      float* srow = s + r * block_kv;
+      const std::uint64_t* bits = t.bits == nullptr ? nullptr : t.bits + (r0 + r) * words;
+      // The fused max covers full tiles; masked or padded rows need their own.
+      float tile_max = reduce_max(max_lanes[r]);
+      if (element || bits != nullptr || nk < k1) {
+        if (element) {
+          plan.mask().eval_row(t.rows.begin + r0 + r, t.cols.begin, t.nk, keep);
+          std::fill(keep + t.nk, keep + t.nkp, std::uint8_t{0});
+          apply_keep(srow, keep, t.nkp);
         } else if (bits != nullptr) {
-          apply_bits(srow, bits + r * words, nkp);
+          apply_bits(srow, bits, k0, k1);
         }
-        if (nk < nkp) clear_columns_from(srow, nk, nkp);
-        if (!softmax_row(srow, nkp, m[r], l[r], alpha[r], shift) && l[r] == 0.0f &&
-            row_keeps_any(bits == nullptr ? nullptr : bits + r * words,
-                          p.mask_mode == MaskMode::kElement ? keep : nullptr, nk)) {
-          l[r] = kAllKeptOverflowed;
-        }
-        Path::store_probs(srow, nkp, probs + r * p_stride);
+        if (nk < k1) clear_columns_from(srow, nk, k1);
+        tile_max = row_max(srow + k0, k1 - k0);
       }
-      const auto* vtile = Path::v_tile(vp, cols.begin, dvp);
-      for (std::int64_t col = 0; col < dvp; col += kPanel) {
-        for (std::int64_t r0 = 0; r0 < nrows; r0 += kRows) {
-          with_rows(static_cast<int>(std::min<std::int64_t>(kRows, nrows - r0)), [&]<int R>() {
-            Path::template pv<R>(probs + r0 * p_stride, p_stride, nkp, vtile, dvp, col,
-                                 acc + r0 * dvp, alpha + r0);
-          });
-        }
+      RowState& st = state[r0 + r];
+      if (!softmax_row(srow + k0, k1 - k0, tile_max, st, alpha[r], exp_scale, t.shift) &&
+          st.l == 0.0f && row_keeps_any(bits, element ? keep : nullptr, t.nk)) {
+        st.l = kAllKeptOverflowed;
       }
+      Path::store_probs(srow + k0, k1 - k0, probs + r * p_stride + Path::prob_row_elems(k0));
     }
-    finish_rows(head, rows, acc, m, l);
+
+    for (std::int64_t col = 0; col < dvp; col += kPanel) {
+      Path::template pv<R>(probs + Path::prob_row_elems(k0), p_stride, k1 - k0,
+                           Path::v_chunk(t.v_head, panels * kPanel, t.cols.begin + k0, col, dvp),
+                           Path::v_key_stride(dvp), acc + r0 * dvp + col, dvp, alpha);
+    }
   }
 
-  // Online softmax for one row of raw scores: updates the running max and
-  // sum, leaves exp2((s - m) * c - shift) in the row and the rescale factor in
-  // alpha. Returns false, leaving acc at 0, while the row has no finite score.
-  bool softmax_row(float* row, std::int64_t n, float& m, float& l, float& alpha,
-                   float shift) const {
-    const float tile_max = row_max(row, n);
-    const float m_new = std::max(m, tile_max);
-    if (m_new == kNegInf) {
-      std::fill(row, row + n, 0.0f);
-      alpha = 1.0f;
-      return false;
-    }
-    // m == -inf also drops a kAllKeptOverflowed mark: finite scores outweigh it.
-    alpha = (m == kNegInf) ? 0.0f : std::exp2((m - m_new) * exp_scale);
-    const float sum = exp_row(row, n, m_new, exp_scale, shift);
-    l = l * alpha + sum;
-    m = m_new;
-    return true;
-  }
-
-  void finish_rows(std::int64_t head, IndexRange rows, const float* acc, const float* m,
-                   const float* l) {
+  void finish_rows(std::int64_t head, IndexRange rows, const float* acc, const RowState* state) {
     constexpr double kLn2 = 0.6931471805599453;
     const double shift = shift_[head];
     for (std::int64_t r = 0; r < rows.size(); ++r) {
+      const float m = state[r].m;
+      const float l = state[r].l;
       // NaN (an Inf or NaN score), the overflow mark, or an infinite max.
-      if (!(l[r] >= 0.0f) || m[r] == -kNegInf) {
+      if (!(l >= 0.0f) || m == -kNegInf) {
         overflow_rows_.fetch_add(1);
         atomic_min(first_overflow_, head * p.q.len + rows.begin + r);
       }
-      const bool kept = l[r] > 0.0f && m[r] != -kNegInf;
-      store_out_row(p.out, head, rows.begin + r, acc + r * dvp, kept ? 1.0f / l[r] : 0.0f);
+      const bool kept = l > 0.0f && m != -kNegInf;
+      store_out_row(p.out, head, rows.begin + r, acc + r * dvp, kept ? 1.0f / l : 0.0f);
       if (p.lse != nullptr) {
         // In double: m * scale alone may pass the f32 range when the log does not.
-        const double lse = static_cast<double>(m[r]) * p.scale + std::log(l[r]) + shift * kLn2;
+        const double lse = static_cast<double>(m) * p.scale + std::log(l) + shift * kLn2;
         // Out-of-range double to float is undefined behaviour, not Inf: clamp.
         constexpr double kMax = std::numeric_limits<float>::max();
         p.lse[head * p.q.len + rows.begin + r] = !kept ? kNegInf

@@ -1,11 +1,12 @@
-// What every per-ISA kernel translation unit includes before opening its
-// namespace and including flash_forward-inl.h.
+// What every per-target kernel translation unit includes before opening its
+// namespace and including kernel/kernel-inl.h.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -13,17 +14,28 @@
 #include <string>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 #include "kernel/forward_params.h"
+#include "kernel/kernel_traits.h"
+#include "kernel/scratch_layout.h"
+#include "kernel/target_ops.h"
 #include "tilesplash/attention.h"
 #include "tilesplash/tensor.h"
 
 namespace tilesplash::kernel {
 
-inline constexpr std::int64_t kMaxHeadDim = 256;
-
 inline void atomic_min(std::atomic<std::int64_t>& target, std::int64_t value) {
   std::int64_t current = target.load();
   while (value < current && !target.compare_exchange_weak(current, value)) {
+  }
+}
+
+inline void atomic_max(std::atomic<int>& target, int value) {
+  int current = target.load();
+  while (value > current && !target.compare_exchange_weak(current, value)) {
   }
 }
 

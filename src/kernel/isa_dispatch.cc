@@ -3,98 +3,113 @@
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace tilesplash::kernel {
 
-#if TILESPLASH_HAVE_X86_ISAS
-namespace avx512bf16 {
-void forward(const ForwardParams&, Workspace&, runtime::ThreadPool&);
-}
-namespace avx512 {
-void forward(const ForwardParams&, Workspace&, runtime::ThreadPool&);
-}
-namespace avx2 {
-void forward(const ForwardParams&, Workspace&, runtime::ThreadPool&);
-}
-#endif
-namespace generic {
-void forward(const ForwardParams&, Workspace&, runtime::ThreadPool&);
-}
+// Each target's translation unit defines <name>::target_ops().
+#define TILESPLASH_TARGET(name, arch, features, flags) \
+  namespace name {                                     \
+  TargetOps target_ops();                              \
+  }
+#include "kernel/targets.def"
+#undef TILESPLASH_TARGET
 
 namespace {
 
-struct IsaEntry {
+// Whether targets of an arch column of targets.def are compiled in this build
+// (CMake defines TILESPLASH_ARCH_X86 to match).
+constexpr bool kArch_any = true;
+constexpr bool kArch_x86 = TILESPLASH_ARCH_X86 != 0;
+
+// One CPU feature by the name targets.def uses. __builtin_cpu_supports takes
+// only string literals, hence the table.
+bool cpu_has(const std::string& feature) {
+#if TILESPLASH_ARCH_X86
+  if (feature == "avx512bf16") return __builtin_cpu_supports("avx512bf16");
+  if (feature == "avx512f") return __builtin_cpu_supports("avx512f");
+  if (feature == "avx512bw") return __builtin_cpu_supports("avx512bw");
+  if (feature == "avx512dq") return __builtin_cpu_supports("avx512dq");
+  if (feature == "avx512vl") return __builtin_cpu_supports("avx512vl");
+  if (feature == "avx2") return __builtin_cpu_supports("avx2");
+  if (feature == "fma") return __builtin_cpu_supports("fma");
+  if (feature == "f16c") return __builtin_cpu_supports("f16c");
+#endif
+  // A feature this table does not know is a mistake in targets.def, caught by
+  // the dispatch test rather than silently treated as present.
+  throw std::logic_error("targets.def names an unknown CPU feature '" + feature + "'");
+}
+
+bool cpu_has_all(const char* features) {
+  std::istringstream words(features);
+  std::string feature;
+  while (words >> feature) {
+    if (!cpu_has(feature)) return false;
+  }
+  return true;
+}
+
+struct TargetEntry {
   const char* name;
-  bool (*supported)();
-  ForwardFn forward;
+  const char* features;
+  TargetOps ops;
 };
 
-// Best first.
-const std::vector<IsaEntry>& isa_table() {
-  static const std::vector<IsaEntry> table = {
-#if TILESPLASH_HAVE_X86_ISAS
-    {"avx512bf16",
-     [] {
-       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-              __builtin_cpu_supports("avx512bf16");
-     },
-     &avx512bf16::forward},
-    {"avx512",
-     [] {
-       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-     },
-     &avx512::forward},
-    {"avx2",
-     [] {
-       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-              __builtin_cpu_supports("f16c");
-     },
-     &avx2::forward},
-#endif
-    {"generic", [] { return true; }, &generic::forward},
-  };
+// The compiled targets, best first. A target of another arch is left out:
+// its branch below is discarded, so its (absent) symbol is never referenced.
+const std::vector<TargetEntry>& target_table() {
+  static const std::vector<TargetEntry> table = [] {
+    std::vector<TargetEntry> entries;
+#define TILESPLASH_TARGET(name, arch, features, flags)        \
+  if constexpr (kArch_##arch) {                               \
+    entries.push_back({#name, features, name::target_ops()}); \
+  }
+#include "kernel/targets.def"
+#undef TILESPLASH_TARGET
+    return entries;
+  }();
   return table;
 }
 
+bool supported(const TargetEntry& entry) { return cpu_has_all(entry.features); }
+
 // `source` names where the name came from ("isa" for set_isa(), the
 // environment variable otherwise), so the message points at what to fix.
-const IsaEntry* find_supported(const std::string& name, const std::string& source = "isa") {
-  for (const IsaEntry& entry : isa_table()) {
+const TargetEntry* find_supported(const std::string& name, const std::string& source = "isa") {
+  for (const TargetEntry& entry : target_table()) {
     if (name == entry.name) {
-      if (!entry.supported()) {
+      if (!supported(entry)) {
         throw std::invalid_argument(source + ": this CPU does not support '" + name + "'");
       }
       return &entry;
     }
   }
   std::string known;
-  for (const IsaEntry& entry : isa_table())
+  for (const TargetEntry& entry : target_table())
     known += std::string(known.empty() ? "" : ", ") + entry.name;
   throw std::invalid_argument(source + ": unknown target '" + name +
                               "' (expected one of: " + known + ")");
 }
 
-const IsaEntry* best_supported() {
+const TargetEntry* best_supported() {
   if (const char* forced = std::getenv("TILESPLASH_ISA"); forced != nullptr && *forced != '\0') {
     return find_supported(forced, "TILESPLASH_ISA");
   }
-  for (const IsaEntry& entry : isa_table()) {
-    if (entry.supported()) return &entry;
+  for (const TargetEntry& entry : target_table()) {
+    if (supported(entry)) return &entry;
   }
-  return &isa_table().back();
+  return &target_table().back();
 }
 
-std::atomic<const IsaEntry*> g_active{nullptr};
+std::atomic<const TargetEntry*> g_active{nullptr};
 std::once_flag g_init;
 
-const IsaEntry* active_entry() {
+const TargetEntry* active_entry() {
   std::call_once(g_init, [] {
-    const IsaEntry* expected = nullptr;
+    const TargetEntry* expected = nullptr;
     g_active.compare_exchange_strong(expected, best_supported());
   });
   return g_active.load();
@@ -102,7 +117,7 @@ const IsaEntry* active_entry() {
 
 }  // namespace
 
-ForwardFn active_forward() { return active_entry()->forward; }
+const TargetOps& active_target() { return active_entry()->ops; }
 
 }  // namespace tilesplash::kernel
 
@@ -110,8 +125,8 @@ namespace tilesplash {
 
 std::vector<std::string> available_isas() {
   std::vector<std::string> names;
-  for (const auto& entry : kernel::isa_table()) {
-    if (entry.supported()) names.emplace_back(entry.name);
+  for (const auto& entry : kernel::target_table()) {
+    if (kernel::supported(entry)) names.emplace_back(entry.name);
   }
   return names;
 }

@@ -1,12 +1,13 @@
-// The one central list of compiled SIMD targets and the run-time choice among
-// them, made once per process from CPUID (or TILESPLASH_ISA / set_isa).
+// The run-time choice among the compiled SIMD targets of kernel/targets.def,
+// made once per process from CPUID (or TILESPLASH_ISA / set_isa()). Callers
+// get the active target's operations: its attention forward and its peak loops.
 #pragma once
 
-#include "kernel/forward_params.h"
+#include "kernel/target_ops.h"
 
 namespace tilesplash::kernel {
 
-// The forward function of the active target.
-ForwardFn active_forward();
+// The operations of the active target.
+const TargetOps& active_target();
 
 }  // namespace tilesplash::kernel

@@ -1,16 +1,19 @@
-// The f32 flash kernel for the avx2 target: 8 floats per vector, a
-// 2-vector-wide register tile (see flash_forward-inl.h).
+// The avx2 target: 8 floats per vector, a 6-row by 16-key register tile: 12 of the 16 ymm registers
+// hold accumulators (see kernel/f32_path-inl.h and kernel/flash_forward-inl.h).
 #include "kernel/flash_prelude.h"
 
 namespace tilesplash::kernel::avx2 {
 
-constexpr int kLanes = 8;
-constexpr int kColVecs = 2;
+using Traits = KernelTraits</*lanes=*/8, /*col_vecs=*/2, /*rows=*/6, /*registers=*/16>;
 
-#include "kernel/flash_forward-inl.h"
+#include "kernel/kernel-inl.h"
 
+namespace {
 void forward(const ForwardParams& params, Workspace& workspace, runtime::ThreadPool& pool) {
   FlashForward<F32Path>(params).run(workspace, pool);
 }
+}  // namespace
+
+TargetOps target_ops() { return {&forward, fma_peak_loop(), {}}; }
 
 }  // namespace tilesplash::kernel::avx2

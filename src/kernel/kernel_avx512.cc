@@ -1,16 +1,19 @@
-// The f32 flash kernel for the avx512 target: 16 floats per vector, a
-// 4-vector-wide register tile (see flash_forward-inl.h).
+// The avx512 target: 16 floats per vector, a 6-row by 64-key register tile: 24 of the 32 zmm
+// registers hold accumulators (see kernel/f32_path-inl.h and kernel/flash_forward-inl.h).
 #include "kernel/flash_prelude.h"
 
 namespace tilesplash::kernel::avx512 {
 
-constexpr int kLanes = 16;
-constexpr int kColVecs = 4;
+using Traits = KernelTraits</*lanes=*/16, /*col_vecs=*/4, /*rows=*/6, /*registers=*/32>;
 
-#include "kernel/flash_forward-inl.h"
+#include "kernel/kernel-inl.h"
 
+namespace {
 void forward(const ForwardParams& params, Workspace& workspace, runtime::ThreadPool& pool) {
   FlashForward<F32Path>(params).run(workspace, pool);
 }
+}  // namespace
+
+TargetOps target_ops() { return {&forward, fma_peak_loop(), {}}; }
 
 }  // namespace tilesplash::kernel::avx512

@@ -9,10 +9,9 @@
 
 namespace tilesplash::kernel::avx512bf16 {
 
-constexpr int kLanes = 16;
-constexpr int kColVecs = 4;
+using Traits = KernelTraits</*lanes=*/16, /*col_vecs=*/4, /*rows=*/6, /*registers=*/32>;
 
-#include "kernel/flash_forward-inl.h"
+#include "kernel/kernel-inl.h"
 
 static_assert(kPanel == 64, "the bf16 micro-kernels are written for 4 x 16 lanes");
 
@@ -22,12 +21,16 @@ inline std::uint32_t bf16_pair(std::uint16_t low, std::uint16_t high) {
 
 inline bool bf16_special(std::uint16_t bits) { return (bits & 0x7f80u) == 0x7f80u; }
 
+// The members kernel/flash_forward-inl.h expects of a path (see F32Path).
 struct Bf16DotPath {
-  using Packed = std::uint32_t;
+  using Packed = std::uint32_t;  // a pair of bf16
+  using Prob = std::uint32_t;    // a pair of bf16 probabilities of adjacent keys
+  static constexpr bool kSeparateProbs = true;
 
   static std::int64_t k_panel_elems(std::int64_t d) { return d / 2 * kPanel; }
-  static std::int64_t v_row_elems(std::int64_t dvp) { return dvp / 2; }
+  static std::int64_t v_head_elems(std::int64_t keys, std::int64_t dvp) { return keys / 2 * dvp; }
   static std::int64_t q_row_elems(std::int64_t d) { return d / 2; }
+  static std::int64_t prob_row_elems(std::int64_t keys) { return keys / 2; }
 
   static const std::uint16_t* row_ptr(const TensorView& t, std::int64_t head, std::int64_t row) {
     return static_cast<const std::uint16_t*>(t.data) + head * t.head_stride + row * t.row_stride;
@@ -52,8 +55,10 @@ struct Bf16DotPath {
     return !special;
   }
 
+  // V stays row-major in key pairs, [keys / 2][dvp].
   static bool pack_v_panel(const TensorView& v, std::int64_t head, std::int64_t key0,
-                           std::int64_t dvp, std::uint32_t* out, float*) {
+                           std::int64_t /*keys*/, std::int64_t dvp, std::uint32_t* head_v, float*) {
+    std::uint32_t* out = head_v + key0 / 2 * dvp;
     bool special = false;
     for (std::int64_t pair = 0; pair < kPanel / 2; ++pair) {
       const std::int64_t key = key0 + 2 * pair;
@@ -76,15 +81,17 @@ struct Bf16DotPath {
     std::memcpy(dst, row_ptr(q, head, row), q.dim * 2);
   }
 
-  static const std::uint32_t* v_tile(const std::uint32_t* packed_v, std::int64_t key0,
-                                     std::int64_t dvp) {
-    return packed_v + key0 / 2 * dvp;
+  template <typename T>
+  static T* v_chunk(T* head_v, std::int64_t /*keys*/, std::int64_t key0, std::int64_t col,
+                    std::int64_t dvp) {
+    return head_v + key0 / 2 * dvp + col;
   }
+  static std::int64_t v_key_stride(std::int64_t dvp) { return dvp; }  // per key pair
 
   template <int R>
   static void qk(const std::uint32_t* __restrict q, std::int64_t d,
-                 const std::uint32_t* __restrict panel, float* __restrict s,
-                 std::int64_t s_stride) {
+                 const std::uint32_t* __restrict panel, float* __restrict s, std::int64_t s_stride,
+                 VF* __restrict row_max) {
     const std::int64_t pairs = d / 2;
     __m512 acc[R][4];
 #pragma GCC unroll 8
@@ -106,13 +113,14 @@ struct Bf16DotPath {
       }
     }
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
+    for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) _mm512_storeu_ps(s + r * s_stride + j * 16, acc[r][j]);
+      for (int j = 0; j < 4; ++j) {
+        _mm512_storeu_ps(s + r * s_stride + j * 16, acc[r][j]);
+        row_max[r] = vmax(acc[r][j], row_max[r]);
+      }
+    }
   }
-
-  using Prob = std::uint32_t;
-  static constexpr bool kSeparateProbs = true;
 
   // Probabilities to bf16, adjacent keys paired in one 32-bit lane.
   static void store_probs(const float* row, std::int64_t keys, std::uint32_t* pairs) {
@@ -125,22 +133,22 @@ struct Bf16DotPath {
 
   template <int R>
   static void pv(const std::uint32_t* __restrict pairs, std::int64_t p_stride, std::int64_t keys,
-                 const std::uint32_t* __restrict v, std::int64_t dvp, std::int64_t col,
-                 float* __restrict acc, const float* alpha) {
+                 const std::uint32_t* __restrict v, std::int64_t v_stride, float* __restrict acc,
+                 std::int64_t acc_stride, const float* alpha) {
     __m512 a[R][4];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m512 scale = _mm512_set1_ps(alpha[r]);
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
-        a[r][j] = _mm512_mul_ps(_mm512_loadu_ps(acc + r * dvp + col + j * 16), scale);
+        a[r][j] = _mm512_mul_ps(_mm512_loadu_ps(acc + r * acc_stride + j * 16), scale);
       }
     }
     for (std::int64_t pair = 0; pair < keys / 2; ++pair) {
       __m512bh vv[4];
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
-        vv[j] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(v + pair * dvp + col + j * 16));
+        vv[j] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(v + pair * v_stride + j * 16));
       }
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
@@ -153,9 +161,35 @@ struct Bf16DotPath {
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) _mm512_storeu_ps(acc + r * dvp + col + j * 16, a[r][j]);
+      for (int j = 0; j < 4; ++j) _mm512_storeu_ps(acc + r * acc_stride + j * 16, a[r][j]);
   }
 };
+
+namespace {
+
+// The bf16 peak: kPeakChains independent chains of vdpbf16ps, two bf16
+// multiply-adds (4 flops) per 32-bit lane each, the rate both bf16 products
+// can reach. 2^-12 squared is 2^-24: every product is a normal f32 and the
+// sums stay far from overflow for any realistic round count.
+inline volatile float g_bf16_operand = 1.0f / 4096.0f;
+
+float bf16_peak_run(std::int64_t rounds) {
+  constexpr int kChains = Traits::kPeakChains;
+  const __m512 x = _mm512_set1_ps(g_bf16_operand);
+  const __m512bh a = _mm512_cvtne2ps_pbh(x, x);
+  const __m512bh b = _mm512_cvtne2ps_pbh(x, x);
+  __m512 acc[kChains];
+#pragma GCC unroll 32
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(1.0f + static_cast<float>(c));
+  for (std::int64_t r = 0; r < rounds; ++r) {
+#pragma GCC unroll 32
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm512_dpbf16_ps(acc[c], a, b);
+  }
+  VF total = acc[0];
+#pragma GCC unroll 32
+  for (int c = 1; c < kChains; ++c) total += acc[c];
+  return reduce_add(total);
+}
 
 void forward(const ForwardParams& params, Workspace& workspace, runtime::ThreadPool& pool) {
   if (params.q.dtype == DType::kBF16) {
@@ -163,6 +197,12 @@ void forward(const ForwardParams& params, Workspace& workspace, runtime::ThreadP
   } else {
     FlashForward<F32Path>(params).run(workspace, pool);
   }
+}
+
+}  // namespace
+
+TargetOps target_ops() {
+  return {&forward, fma_peak_loop(), {&bf16_peak_run, 4.0 * Traits::kPeakChains * kLanes}};
 }
 
 }  // namespace tilesplash::kernel::avx512bf16

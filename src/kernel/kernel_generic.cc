@@ -1,16 +1,19 @@
-// The f32 flash kernel for the generic target: 4 floats per vector, a
-// 2-vector-wide register tile (see flash_forward-inl.h).
+// The generic target: 4 floats per vector (SSE2 on x86-64, NEON elsewhere), a 6-row by 8-key
+// register tile in 12 of 16 registers (see kernel/f32_path-inl.h and kernel/flash_forward-inl.h).
 #include "kernel/flash_prelude.h"
 
 namespace tilesplash::kernel::generic {
 
-constexpr int kLanes = 4;
-constexpr int kColVecs = 2;
+using Traits = KernelTraits</*lanes=*/4, /*col_vecs=*/2, /*rows=*/6, /*registers=*/16>;
 
-#include "kernel/flash_forward-inl.h"
+#include "kernel/kernel-inl.h"
 
+namespace {
 void forward(const ForwardParams& params, Workspace& workspace, runtime::ThreadPool& pool) {
   FlashForward<F32Path>(params).run(workspace, pool);
 }
+}  // namespace
+
+TargetOps target_ops() { return {&forward, fma_peak_loop(), {}}; }
 
 }  // namespace tilesplash::kernel::generic

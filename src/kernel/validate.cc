@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "kernel/forward_params.h"
+#include "tilesplash/kernel_limits.h"
 
 namespace tilesplash::kernel {
 namespace {
@@ -22,7 +23,8 @@ void check_view(const char* name, const View& view) {
   if (view.heads < 1) fail(std::string(name) + ".heads must be >= 1, got " + str(view.heads));
   if (view.len < 1) fail(std::string(name) + ".len must be >= 1, got " + str(view.len));
   if (view.dim < 1) {
-    fail(std::string(name) + ".dim must be a multiple of 8 in [8, 256], got " + str(view.dim));
+    fail(std::string(name) + ".dim must be " + kernel_limits::head_dim_rule() + ", got " +
+         str(view.dim));
   }
   if (view.data == nullptr) fail(std::string(name) + ".data must not be null");
   if (view.row_stride < view.dim) {
@@ -35,8 +37,8 @@ void check_view(const char* name, const View& view) {
 }
 
 void check_dim(const char* name, std::int64_t dim) {
-  if (dim < 8 || dim > 256 || dim % 8 != 0) {
-    fail(std::string(name) + " must be a multiple of 8 in [8, 256], got " + str(dim));
+  if (!kernel_limits::valid_head_dim(dim)) {
+    fail(std::string(name) + " must be " + kernel_limits::head_dim_rule() + ", got " + str(dim));
   }
 }
 
@@ -79,10 +81,13 @@ ForwardParams make_forward_params(const TilePlan& plan, const AttentionArgs& arg
          "), got " + std::string(to_string(out.dtype)));
   }
   const BlockSizes blocks = plan.blocks();
-  if (blocks.block_kv % 64 != 0 || blocks.block_kv > 1024) {
-    fail("plan block_kv must be a multiple of 64 up to 1024, got " + str(blocks.block_kv));
+  if (!kernel_limits::valid_block_kv(blocks.block_kv)) {
+    fail("plan block_kv must be " + kernel_limits::block_kv_rule() + ", got " +
+         str(blocks.block_kv));
   }
-  if (blocks.block_q > 4096) fail("plan block_q must be at most 4096, got " + str(blocks.block_q));
+  if (!kernel_limits::valid_block_q(blocks.block_q)) {
+    fail("plan block_q must be " + kernel_limits::block_q_rule() + ", got " + str(blocks.block_q));
+  }
   if (options.threads < 0)
     fail("threads must be >= 0 (0 = all cores), got " + str(options.threads));
 

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 
+#include "tilesplash/kernel_limits.h"
+
 namespace tilesplash::detail {
 namespace {
 
@@ -42,7 +44,7 @@ void finish_head(runtime::ThreadPool& pool, int threads, std::int64_t tokens, co
   const std::int64_t chunks = (n + kChunkRows - 1) / kChunkRows;
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   pool.run(threads, chunks, [&](std::int64_t chunk, int) {
-    float merged[256];  // dv <= 256 (the kernel's limit)
+    float merged[kernel_limits::kMaxHeadDim];  // dv is a valid head dim
     const std::int64_t end = std::min(n, (chunk + 1) * kChunkRows);
     for (std::int64_t row = chunk * kChunkRows; row < end; ++row) {
       const std::int64_t r = positions != nullptr ? positions[row] : row;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "tilesplash/kernel_limits.h"
 #include "tilesplash/tuning.h"
 
 namespace tilesplash {
@@ -26,9 +27,9 @@ constexpr std::array<BlockSizes, 19> kCandidates{{
     {3328, 256}, {3328, 512},                          //
 }};
 
-// The kernel packs keys in panels of 64: a kv block wider than the keys
-// rounded up to 64 changes nothing.
-constexpr std::int64_t kKvGranule = 64;
+// block_kv comes in these steps: a kv block wider than the keys rounded up to
+// one step changes nothing.
+constexpr std::int64_t kKvGranule = kernel_limits::kBlockKvMultiple;
 
 std::int64_t round_up(std::int64_t value, std::int64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
@@ -59,11 +60,17 @@ std::vector<BlockSizes> tile_candidates_for(std::int64_t q_len, std::int64_t kv_
   return out;
 }
 
-// Measured on the 2-core AVX-512 BF16 development machine (the README's
-// tile-size tables): on wan2.1-14b-720p's spatial band at 10%, 25% and 50%
-// density, 256 x 256 ran within 3.5% of the fastest candidate of a full-run
-// sweep in both bf16 and f32, while the least-boundary tile (32 x 64) was
-// 1.3-1.7x slower and the article's 3,328-row query tile 1.4-1.8x slower.
+// One default for every target, because it measures best on both ISAs:
+// - avx512bf16 (Zen 4, the README's tile-size tables): on wan2.1-14b-720p's
+//   spatial band at 10%, 25% and 50% density, 256 x 256 ran within 3.5% of the
+//   fastest candidate of a full-run sweep in both bf16 and f32, while the
+//   least-boundary tile (32 x 64) was 1.3-1.7x slower and the article's
+//   3,328-row query tile 1.4-1.8x slower.
+// - avx2 (Zen 3, docs/kernel.md): dense f32 at N = 8192 ran fastest at
+//   256-512 query rows (512 x 256 within 1% of 256 x 256 on two threads,
+//   128-row tiles 3-5% slower: each tile's K and V come from L3 for the first
+//   row group, so fewer rows amortise that worse); on the 25% band of 32,760
+//   tokens 256 x 256 was the fastest tile in CPU time, sparse_vs_ideal 1.07.
 // Shorter sequences get a query tile no longer than the sequence.
 BlockSizes heuristic_blocks(std::int64_t q_len, std::int64_t kv_len, std::int64_t head_dim,
                             DType dtype) {

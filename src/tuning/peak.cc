@@ -2,10 +2,14 @@
 // `threads` workers that start together and stop at one shared deadline, so
 // the result is the aggregate rate of the cores running at the same time (and
 // at the clock they hold under that load), not one core's rate times threads.
-// The time is split into a few windows and the best one is reported: a peak is
-// an upper bound, and on a shared machine any other process that steals a
-// core for a moment spoils a window, not the whole measurement.
+// Each worker is pinned to a core of its own (when there are enough), so two
+// workers never share a core while another stands idle. The time is split
+// into several short windows and the best one is reported: a peak is an upper
+// bound, and on a shared machine any other process that steals a core for a
+// moment spoils a window, not the whole measurement.
 #include "tilesplash/peak.h"
+
+#include <time.h>
 
 #include <algorithm>
 #include <barrier>
@@ -17,8 +21,9 @@
 #include <thread>
 #include <vector>
 
+#include "kernel/isa_dispatch.h"
+#include "runtime/cpu_affinity.h"
 #include "tilesplash/attention.h"
-#include "tuning/fma_peak.h"
 
 namespace tilesplash {
 namespace {
@@ -29,25 +34,27 @@ using Clock = std::chrono::steady_clock;
 // overshoot past the deadline and the cost of reading the clock negligible.
 constexpr double kChunkSeconds = 5e-4;
 constexpr std::int64_t kCalibrationRounds = 1 << 14;
-// Up to 5 windows of at least this long each.
-constexpr double kWindowSeconds = 0.04;
+// Up to kMaxWindows windows of at least this long each.
+constexpr double kWindowSeconds = 0.025;
+constexpr double kMaxWindows = 8.0;
 
 // Keeps every loop's result observable.
 volatile float g_sink = 0.0f;
 
-tuning::FmaLoop select_loop(DType dtype) {
-#if TILESPLASH_HAVE_X86_ISAS
-  const std::string isa = active_isa();
-  if (isa == "avx512bf16") {
-    return dtype == DType::kBF16 ? tuning::fma_loop_bf16_avx512bf16()
-                                 : tuning::fma_loop_f32_avx512();
-  }
-  if (isa == "avx512") return tuning::fma_loop_f32_avx512();
-  if (isa == "avx2") return tuning::fma_loop_f32_avx2();
-#else
-  (void)dtype;
-#endif
-  return tuning::fma_loop_f32_generic();
+// The f32 loop also stands for f16 (widened to f32) and for bf16 on targets
+// that widen it; a target with a bf16 dot product has its own bf16 loop.
+kernel::FmaLoop select_loop(DType dtype) {
+  const kernel::TargetOps& target = kernel::active_target();
+  if (dtype == DType::kBF16 && target.bf16_peak.run != nullptr) return target.bf16_peak;
+  return target.f32_peak;
+}
+
+// CPU time of the calling thread: unlike the wall clock, it stops while the
+// thread waits for a core another process holds.
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 double seconds_since(Clock::time_point start) {
@@ -56,7 +63,7 @@ double seconds_since(Clock::time_point start) {
 
 // Rounds per chunk, from one timed single-threaded run (after a warm-up run
 // that brings the vector units and the clock up).
-std::int64_t rounds_per_chunk(const tuning::FmaLoop& loop) {
+std::int64_t rounds_per_chunk(const kernel::FmaLoop& loop) {
   g_sink = g_sink + loop.run(kCalibrationRounds);
   const auto start = Clock::now();
   g_sink = g_sink + loop.run(kCalibrationRounds);
@@ -68,14 +75,18 @@ std::int64_t rounds_per_chunk(const tuning::FmaLoop& loop) {
 }  // namespace
 
 double measure_peak_gflops(DType dtype, int threads, double seconds) {
+  return measure_peak(dtype, threads, seconds).gflops;
+}
+
+PeakMeasurement measure_peak(DType dtype, int threads, double seconds) {
   if (!std::isfinite(seconds) || seconds <= 0.0) {
     throw std::invalid_argument("measure_peak_gflops: seconds must be a finite value > 0");
   }
   if (threads < 1) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
-  const tuning::FmaLoop loop = select_loop(dtype);
+  const kernel::FmaLoop loop = select_loop(dtype);
   const std::int64_t chunk = rounds_per_chunk(loop);
-  const int windows = static_cast<int>(std::clamp(seconds / kWindowSeconds, 1.0, 5.0));
+  const int windows = static_cast<int>(std::clamp(seconds / kWindowSeconds, 1.0, kMaxWindows));
   const auto window =
       std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds / windows));
 
@@ -84,6 +95,7 @@ double measure_peak_gflops(DType dtype, int threads, double seconds) {
   std::vector<std::vector<std::int64_t>> rounds(windows, std::vector<std::int64_t>(threads, 0));
   std::vector<std::vector<Clock::time_point>> finished(windows,
                                                        std::vector<Clock::time_point>(threads));
+  std::vector<std::vector<double>> cpu_seconds(windows, std::vector<double>(threads, 0.0));
   std::vector<float> results(threads, 0.0f);
 
   // The completion step runs once per phase, after every worker has arrived
@@ -98,35 +110,44 @@ double measure_peak_gflops(DType dtype, int threads, double seconds) {
   };
   std::barrier sync(threads, open_window);
 
+  const std::vector<int> cpus = runtime::allowed_cpus();
+  const bool pin = static_cast<int>(cpus.size()) >= threads;
   std::vector<std::thread> workers;
   workers.reserve(threads);
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
+      if (pin) runtime::pin_current_thread(cpus[static_cast<std::size_t>(t)]);
       results[t] += loop.run(chunk);  // warm-up, outside the timed windows
       for (int w = 0; w < windows; ++w) {
         sync.arrive_and_wait();
+        const double cpu_start = thread_cpu_seconds();
         std::int64_t done = 0;
         do {
           results[t] += loop.run(chunk);
           done += chunk;
         } while (Clock::now() < deadlines[w]);
         finished[w][t] = Clock::now();
+        cpu_seconds[w][t] = thread_cpu_seconds() - cpu_start;
         rounds[w][t] = done;
       }
     });
   }
   for (auto& worker : workers) worker.join();
 
-  double best = 0.0;
+  PeakMeasurement best;
   for (int w = 0; w < windows; ++w) {
     double flops = 0.0;
+    double cpu_rate = 0.0;  // each worker's flops over its own CPU time, summed
     Clock::time_point last = starts[w];
     for (int t = 0; t < threads; ++t) {
-      flops += static_cast<double>(rounds[w][t]) * loop.flops_per_round;
+      const double worker_flops = static_cast<double>(rounds[w][t]) * loop.flops_per_round;
+      flops += worker_flops;
+      cpu_rate += worker_flops / std::max(cpu_seconds[w][t], 1e-9);
       last = std::max(last, finished[w][t]);
     }
     const double elapsed = std::chrono::duration<double>(last - starts[w]).count();
-    best = std::max(best, flops / std::max(elapsed, 1e-9) * 1e-9);
+    best.gflops = std::max(best.gflops, flops / std::max(elapsed, 1e-9) * 1e-9);
+    best.cpu_gflops = std::max(best.cpu_gflops, cpu_rate * 1e-9);
   }
   float sum = 0.0f;
   for (float result : results) sum += result;

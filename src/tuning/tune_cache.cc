@@ -23,6 +23,7 @@
 #include <system_error>
 
 #include "io/atomic_file.h"
+#include "tilesplash/kernel_limits.h"
 #include "tilesplash/output_set.h"
 #include "tilesplash/tuning.h"
 #include "tilesplash/version.h"
@@ -44,8 +45,7 @@ void warn_once(const std::string& message) {
 }
 
 bool valid_blocks(const BlockSizes& b) {
-  return b.block_q >= 1 && b.block_q <= 4096 && b.block_kv >= 64 && b.block_kv <= 1024 &&
-         b.block_kv % 64 == 0;
+  return kernel_limits::valid_block_q(b.block_q) && kernel_limits::valid_block_kv(b.block_kv);
 }
 
 nlohmann::json empty_cache() {
@@ -164,15 +164,16 @@ std::optional<BlockSizes> TuningCache::lookup(const TuneKey& key) const {
     if (valid_blocks(blocks)) return blocks;
   }
   warn_once("tuning cache " + path_.string() + ": invalid entry for " + name +
-            " (expected block_q 1..4096 and block_kv a multiple of 64 up to 1024); ignored");
+            " (expected block_q " + kernel_limits::block_q_rule() + " and block_kv " +
+            kernel_limits::block_kv_rule() + "); ignored");
   return std::nullopt;
 }
 
 void TuningCache::store(const TuneKey& key, BlockSizes blocks, double seconds) const {
   if (!valid_blocks(blocks)) {
     throw std::invalid_argument(
-        "TuningCache::store: blocks must have block_q 1..4096 and block_kv a multiple of 64 up "
-        "to 1024, got " +
+        "TuningCache::store: blocks must have block_q " + kernel_limits::block_q_rule() +
+        " and block_kv " + kernel_limits::block_kv_rule() + ", got " +
         std::to_string(blocks.block_q) + " x " + std::to_string(blocks.block_kv));
   }
   std::error_code error;

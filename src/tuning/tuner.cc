@@ -26,6 +26,7 @@
 
 #include "masks/mask_util.h"
 #include "tilesplash/attention.h"
+#include "tilesplash/kernel_limits.h"
 #include "tilesplash/tuning.h"
 #include "tuning/sample_plan.h"
 
@@ -47,8 +48,9 @@ void validate(std::int64_t q_len, std::int64_t kv_len, std::int64_t head_dim,
               const TuneOptions& o) {
   if (q_len < 1) fail("q_len must be >= 1, got " + std::to_string(q_len));
   if (kv_len < 1) fail("kv_len must be >= 1, got " + std::to_string(kv_len));
-  if (head_dim < 8 || head_dim > 256 || head_dim % 8 != 0) {
-    fail("head_dim must be a multiple of 8 in [8, 256], got " + std::to_string(head_dim));
+  if (!kernel_limits::valid_head_dim(head_dim)) {
+    fail("head_dim must be " + kernel_limits::head_dim_rule() + ", got " +
+         std::to_string(head_dim));
   }
   if (o.heads < 1) fail("options.heads must be >= 1, got " + std::to_string(o.heads));
   if (o.threads < 0) fail("options.threads must be >= 0, got " + std::to_string(o.threads));
@@ -58,12 +60,10 @@ void validate(std::int64_t q_len, std::int64_t kv_len, std::int64_t head_dim,
   }
   if (o.repeats < 1) fail("options.repeats must be >= 1, got " + std::to_string(o.repeats));
   for (const BlockSizes& b : o.candidates) {
-    if (b.block_q < 1 || b.block_q > 4096 || b.block_kv < 64 || b.block_kv > 1024 ||
-        b.block_kv % 64 != 0) {
-      fail(
-          "options.candidates: each needs block_q in 1..4096 and block_kv a multiple of 64 up "
-          "to 1024, got " +
-          std::to_string(b.block_q) + " x " + std::to_string(b.block_kv));
+    if (!kernel_limits::valid_block_q(b.block_q) || !kernel_limits::valid_block_kv(b.block_kv)) {
+      fail("options.candidates: each needs block_q " + kernel_limits::block_q_rule() +
+           " and block_kv " + kernel_limits::block_kv_rule() + ", got " +
+           std::to_string(b.block_q) + " x " + std::to_string(b.block_kv));
     }
   }
 }

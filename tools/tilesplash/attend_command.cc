@@ -21,6 +21,7 @@
 #include "report.h"
 #include "tilesplash/attention.h"
 #include "tilesplash/batched_attention.h"
+#include "tilesplash/kernel_limits.h"
 #include "tilesplash/mask_spec.h"
 #include "tilesplash/output_set.h"
 #include "tilesplash/plan.h"
@@ -297,14 +298,16 @@ Command add_attend_command(CLI::App& parent) {
   app->add_option("--scale", options->scale, "Softmax scale (default 1/sqrt(d))")
       ->type_name("X")
       ->transform(number_in(0.0, HUGE_VAL, true));
-  app->add_option("--block-q", options->block_q, "Query rows per tile: 1 to 4096")
+  app->add_option("--block-q", options->block_q,
+                  "Query rows per tile: " + kernel_limits::block_q_rule())
       ->type_name("BQ")
       ->capture_default_str()
-      ->transform(integer_in(1, 4096));
-  app->add_option("--block-kv", options->block_kv, "Keys per tile: a multiple of 64 up to 1024")
+      ->transform(block_q_value());
+  app->add_option("--block-kv", options->block_kv,
+                  "Keys per tile: " + kernel_limits::block_kv_rule())
       ->type_name("BK")
       ->capture_default_str()
-      ->transform(integer_in(64, 1024, 64));
+      ->transform(block_kv_value());
   app->add_option("--threads", options->threads, "Worker threads (default: all hardware threads)")
       ->type_name("T")
       ->transform(integer_in(1, 4096));

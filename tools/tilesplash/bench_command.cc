@@ -3,6 +3,7 @@
 // against the machine's FMA peak measured in this process, and optionally the
 // ratio against dense attention on the same data -- never a bare time alone.
 #include <fmt/format.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +25,7 @@
 #include "random_tensor.h"
 #include "report.h"
 #include "tilesplash/attention.h"
+#include "tilesplash/kernel_limits.h"
 #include "tilesplash/mask.h"
 #include "tilesplash/mask_spec.h"
 #include "tilesplash/peak.h"
@@ -58,21 +60,38 @@ double median(std::vector<double> values) {
   return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
 }
 
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+struct Timing {
+  double seconds = 0.0;      // median wall time of a call
+  double cpu_seconds = 0.0;  // median CPU time of a call per thread
+};
+
 // The first call grows the runner's workspaces and checks the data for
 // NaN/Inf once; the timed calls skip that check, since the data is known
-// finite and the check is not attention work.
-double median_seconds(AttentionRunner& runner, const TilePlan& plan, const AttentionArgs& args,
-                      AttentionOptions options, std::int64_t repeats) {
+// finite and the check is not attention work. CPU time leaves out the time
+// other processes hold the cores, so on a loaded machine it stays close to
+// what a quiet one gives.
+Timing median_timing(AttentionRunner& runner, const TilePlan& plan, const AttentionArgs& args,
+                     AttentionOptions options, std::int64_t repeats) {
   runner.forward(plan, args, options);
   options.check_finite = false;
   std::vector<double> seconds;
+  std::vector<double> cpu_seconds;
   for (std::int64_t r = 0; r < repeats; ++r) {
+    const double cpu_start = process_cpu_seconds();
     const auto start = std::chrono::steady_clock::now();
     runner.forward(plan, args, options);
     seconds.push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    cpu_seconds.push_back((process_cpu_seconds() - cpu_start) / options.threads);
   }
-  return std::max(median(std::move(seconds)), 1e-12);
+  return {std::max(median(std::move(seconds)), 1e-12),
+          std::max(median(std::move(cpu_seconds)), 1e-12)};
 }
 
 // Refuses shapes whose tensors cannot fit in memory, as bad input rather than
@@ -157,14 +176,24 @@ void run_bench(const BenchOptions& options) {
   attention.mask_mode = *parse_mask_mode(options.mask_mode);
   attention.threads = threads;
 
+  // The peak is measured before and after the timed runs and the higher one
+  // kept: a peak is an upper bound, and another process on the machine can
+  // spoil either measurement but rarely both.
+  const PeakMeasurement before = measure_peak(dtype, threads);
+
   AttentionRunner runner;
   std::optional<std::array<double, 3>> modes;
+  std::optional<Timing> timing;
   if (options.ablation == "mask") {
     modes = time_mask_modes(runner, plan, args, attention, options.repeats);
+  } else {
+    timing = median_timing(runner, plan, args, attention, options.repeats);
   }
-  const double seconds = modes ? (*modes)[static_cast<std::size_t>(attention.mask_mode)]
-                               : median_seconds(runner, plan, args, attention, options.repeats);
-  const double peak = measure_peak_gflops(dtype, threads);
+  const double seconds =
+      modes ? (*modes)[static_cast<std::size_t>(attention.mask_mode)] : timing->seconds;
+  const PeakMeasurement after = measure_peak(dtype, threads);
+  const double peak = std::max(before.gflops, after.gflops);
+  const double cpu_peak = std::max(before.cpu_gflops, after.cpu_gflops);
   const PlanStats& stats = plan.stats();
   const double flops_per_pair = 4.0 * static_cast<double>(d) * static_cast<double>(options.heads);
   const double gflops = flops_per_pair * static_cast<double>(stats.kept_pairs) / seconds * 1e-9;
@@ -188,7 +217,21 @@ void run_bench(const BenchOptions& options) {
   record["seconds"] = seconds;
   record["gflops"] = gflops;
   record["peak_gflops"] = peak;
+  record["peak_gflops_per_thread"] = peak / threads;
   record["efficiency"] = peak > 0.0 ? gflops / peak : 0.0;
+  if (timing) {
+    const double cpu_gflops =
+        flops_per_pair * static_cast<double>(stats.kept_pairs) / timing->cpu_seconds * 1e-9;
+    record["cpu_seconds"] = timing->cpu_seconds;
+    record["cpu_gflops"] = cpu_gflops;
+    record["cpu_peak_gflops"] = cpu_peak;
+    record["cpu_efficiency"] = cpu_peak > 0.0 ? cpu_gflops / cpu_peak : 0.0;
+  }
+  // Runnable processes, averaged over the last minute (against the cores the
+  // machine has): timings on a loaded machine are slower, so every result
+  // says how loaded it was.
+  double load[1] = {0.0};
+  if (getloadavg(load, 1) == 1) record["load_average"] = load[0];
 
   if (modes) {
     record["tile_seconds"] = (*modes)[0];
@@ -204,16 +247,25 @@ void run_bench(const BenchOptions& options) {
     const TilePlan dense = TilePlan::build(Mask::dense(), options.q_len, kv_len, blocks);
     AttentionOptions dense_attention = attention;
     dense_attention.mask_mode = MaskMode::kTile;
-    const double dense_seconds =
-        median_seconds(runner, dense, args, dense_attention, options.repeats);
+    const Timing dense_timing =
+        median_timing(runner, dense, args, dense_attention, options.repeats);
+    const double dense_seconds = dense_timing.seconds;
     const double dense_pairs = static_cast<double>(options.q_len) * static_cast<double>(kv_len);
     record["dense_seconds"] = dense_seconds;
     record["dense_gflops"] = flops_per_pair * dense_pairs / dense_seconds * 1e-9;
+    record["dense_efficiency"] = peak > 0.0 ? record["dense_gflops"].get<double>() / peak : 0.0;
     record["speedup_vs_dense"] = dense_seconds / seconds;
     // Null rather than infinity when nothing is kept: JSON has no infinity.
     record["sparse_vs_ideal"] =
         stats.density > 0.0 ? nlohmann::ordered_json(seconds / (dense_seconds * stats.density))
                             : nlohmann::ordered_json(nullptr);
+    if (timing) {
+      record["dense_cpu_seconds"] = dense_timing.cpu_seconds;
+      record["cpu_sparse_vs_ideal"] =
+          stats.density > 0.0 ? nlohmann::ordered_json(timing->cpu_seconds /
+                                                       (dense_timing.cpu_seconds * stats.density))
+                              : nlohmann::ordered_json(nullptr);
+    }
   }
 
   if (options.json) {
@@ -232,7 +284,11 @@ Command add_bench_command(CLI::App& parent) {
   app->footer(
       "Reports the median of --repeats runs after one warm-up run: gflops counts 4 * head_dim\n"
       "flops per kept pair per head, efficiency is gflops / peak_gflops (the multiply-add\n"
-      "peak measured in this process), sparse_vs_ideal is seconds / (dense_seconds * density).\n"
+      "peak measured in this process, before and after the timed runs, the higher kept),\n"
+      "sparse_vs_ideal is seconds / (dense_seconds * density); load_average is the\n"
+      "machine's one-minute load when the result was taken. The cpu_* figures are the\n"
+      "same from CPU time (the process's, per thread; the peak loop's, per worker):\n"
+      "on a loaded machine they stay near what a quiet one gives.\n"
       "TILESPLASH_ISA=<name> in the environment forces a SIMD target.\n\n"
       "Examples:\n"
       "  tilesplash bench --mask causal --q-len 4096 --head-dim 128 --dtype f32\n"
@@ -254,10 +310,11 @@ Command add_bench_command(CLI::App& parent) {
   app->add_option("--kv-len", options->kv_len, "Key/value sequence length (default: --q-len)")
       ->type_name("M")
       ->transform(integer_in(1, kMaxLength));
-  app->add_option("--head-dim", options->head_dim, "Head dimension: a multiple of 8 up to 256")
+  app->add_option("--head-dim", options->head_dim,
+                  "Head dimension: " + kernel_limits::head_dim_rule())
       ->required()
       ->type_name("D")
-      ->transform(integer_in(8, 256, 8));
+      ->transform(head_dim_value());
   app->add_option("--dtype", options->dtype, "Input dtype: f32, bf16 or f16")
       ->required()
       ->type_name("DTYPE")
@@ -270,14 +327,15 @@ Command add_bench_command(CLI::App& parent) {
       ->type_name("T")
       ->transform(integer_in(1, 4096));
   app->add_option("--block-q", options->block_q,
-                  "Query rows per tile: 1 to 4096 (default: the `tilesplash tune` choice\n"
-                  "cached for this shape, else a heuristic)")
+                  "Query rows per tile: " + kernel_limits::block_q_rule() +
+                      " (default: the `tilesplash tune` choice\n"
+                      "cached for this shape, else a heuristic)")
       ->type_name("BQ")
-      ->transform(integer_in(1, 4096));
+      ->transform(block_q_value());
   app->add_option("--block-kv", options->block_kv,
-                  "Keys per tile: a multiple of 64 up to 1024 (default: as --block-q)")
+                  "Keys per tile: " + kernel_limits::block_kv_rule() + " (default: as --block-q)")
       ->type_name("BK")
-      ->transform(integer_in(64, 1024, 64));
+      ->transform(block_kv_value());
   app->add_option("--mask-mode", options->mask_mode,
                   "tile (full tiles mask-free), element (mask predicate on every\n"
                   "pair) or bitmask (every visited tile bitmasked)")

@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "tilesplash/attention.h"
+#include "tilesplash/kernel_limits.h"
 #include "tilesplash/mask_spec.h"
 #include "tilesplash/tensor.h"
 
@@ -27,6 +28,18 @@ std::string describe_interval(double lo, double hi, bool lo_open) {
 }
 
 }  // namespace
+
+CLI::Validator head_dim_value() {
+  return integer_in(kernel_limits::kMinHeadDim, kernel_limits::kMaxHeadDim,
+                    kernel_limits::kHeadDimMultiple);
+}
+
+CLI::Validator block_q_value() { return integer_in(1, kernel_limits::kMaxBlockQ); }
+
+CLI::Validator block_kv_value() {
+  return integer_in(kernel_limits::kBlockKvMultiple, kernel_limits::kMaxBlockKv,
+                    kernel_limits::kBlockKvMultiple);
+}
 
 CLI::Validator number_in(double lo, double hi, bool lo_open) {
   return CLI::Validator(

@@ -27,6 +27,11 @@ CLI::Validator number_in(double lo, double hi, bool lo_open = false);
 // "not given" (e.g. --route "" running dense).
 CLI::Validator non_empty(const char* expected);
 
+// The kernel's limits (tilesplash/kernel_limits.h) as option validators.
+CLI::Validator head_dim_value();
+CLI::Validator block_q_value();
+CLI::Validator block_kv_value();
+
 // Mask SPEC, dtype name and mask-mode name, checked with the library's parsers.
 CLI::Validator mask_spec();
 CLI::Validator dtype_name();

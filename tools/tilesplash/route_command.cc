@@ -23,6 +23,7 @@
 #include "report.h"
 #include "tilesplash/attention.h"
 #include "tilesplash/evaluation.h"
+#include "tilesplash/kernel_limits.h"
 #include "tilesplash/routing.h"
 #include "tilesplash/video.h"
 #include "tilesplash/workload.h"
@@ -239,7 +240,7 @@ Command add_route_command(CLI::App& parent) {
   app->add_option("--head-dim", options->head_dim,
                   "Head dimension, a multiple of 8 up to 256 (default: the preset's, else 128)")
       ->type_name("D")
-      ->transform(integer_in(8, 256, 8));
+      ->transform(head_dim_value());
   app->add_option("--dtype", options->dtype, "Q/K/V dtype: f32, bf16 or f16")
       ->type_name("DTYPE")
       ->capture_default_str()
@@ -283,14 +284,16 @@ Command add_route_command(CLI::App& parent) {
   app->add_option("--dense-steps", options->dense_steps, "Warm-up: steps below this run dense")
       ->type_name("N")
       ->transform(integer_in(0, 1 << 20));
-  app->add_option("--block-q", options->block_q, "Query rows per tile: 1 to 4096")
+  app->add_option("--block-q", options->block_q,
+                  "Query rows per tile: " + kernel_limits::block_q_rule())
       ->type_name("BQ")
       ->capture_default_str()
-      ->transform(integer_in(1, 4096));
-  app->add_option("--block-kv", options->block_kv, "Keys per tile: a multiple of 64 up to 1024")
+      ->transform(block_q_value());
+  app->add_option("--block-kv", options->block_kv,
+                  "Keys per tile: " + kernel_limits::block_kv_rule())
       ->type_name("BK")
       ->capture_default_str()
-      ->transform(integer_in(64, 1024, 64));
+      ->transform(block_kv_value());
   app->add_option("--threads", options->threads, "Worker threads (default: all hardware threads)")
       ->type_name("T")
       ->transform(integer_in(1, 4096));

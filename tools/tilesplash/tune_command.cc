@@ -19,6 +19,7 @@
 #include "options.h"
 #include "report.h"
 #include "tilesplash/attention.h"
+#include "tilesplash/kernel_limits.h"
 #include "tilesplash/mask.h"
 #include "tilesplash/mask_spec.h"
 #include "tilesplash/plan.h"
@@ -257,10 +258,11 @@ Command add_tune_command(CLI::App& parent) {
       ->transform(number_in(0.0, 1.0, true))
       ->needs(preset);
   mask->needs(q_len);
-  app->add_option("--head-dim", options->head_dim, "Head dimension: a multiple of 8 up to 256")
+  app->add_option("--head-dim", options->head_dim,
+                  "Head dimension: " + kernel_limits::head_dim_rule())
       ->required()
       ->type_name("D")
-      ->transform(integer_in(8, 256, 8));
+      ->transform(head_dim_value());
   app->add_option("--dtype", options->dtype, "Input dtype: f32, bf16 or f16")
       ->required()
       ->type_name("DTYPE")

@@ -1,0 +1,82 @@
+// Rows of the caller's tensors to and from f32: widening Q, K, V rows while
+// packing (and noticing NaN / Inf on the way), the exponent range of V for the
+// overflow guard, and the output rows in the caller's dtype. Included by
+// kernel-inl.h inside a target's namespace; plain loops the compiler
+// vectorises for that target.
+
+// Widens row `row` of `head` to f32; returns false if it holds NaN or Inf.
+inline bool load_row_f32(const TensorView& t, std::int64_t head, std::int64_t row, float* dst) {
+  const std::int64_t offset = head * t.head_stride + row * t.row_stride;
+  const std::int64_t n = t.dim;
+  std::uint32_t any_special = 0;
+  switch (t.dtype) {
+    case DType::kF32: {
+      const float* src = static_cast<const float*>(t.data) + offset;
+      for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i];
+      break;
+    }
+    case DType::kBF16: {
+      const std::uint16_t* src = static_cast<const std::uint16_t*>(t.data) + offset;
+      for (std::int64_t i = 0; i < n; ++i) {
+        const std::uint32_t wide = static_cast<std::uint32_t>(src[i]) << 16;
+        __builtin_memcpy(dst + i, &wide, 4);
+      }
+      break;
+    }
+    case DType::kF16: {
+      const std::uint16_t* src = static_cast<const std::uint16_t*>(t.data) + offset;
+      for (std::int64_t i = 0; i < n; ++i) dst[i] = f16_to_float(src[i]);
+      break;
+    }
+  }
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::uint32_t bits;
+    __builtin_memcpy(&bits, dst + i, 4);
+    any_special |= static_cast<std::uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return any_special == 0;
+}
+
+inline bool row_is_finite(const TensorView& t, std::int64_t head, std::int64_t row) {
+  float tmp[kMaxHeadDim];
+  return load_row_f32(t, head, row, tmp);
+}
+
+// Largest biased f32 exponent field among rows [key0, key1) of `head` (|x| <
+// 2^(field - 126) for every element); `row` is dim floats of scratch.
+inline int max_exponent_field(const TensorView& t, std::int64_t head, std::int64_t key0,
+                              std::int64_t key1, float* row) {
+  std::uint32_t best = 0;
+  for (std::int64_t key = key0; key < key1; ++key) {
+    load_row_f32(t, head, key, row);
+    for (std::int64_t i = 0; i < t.dim; ++i) {
+      std::uint32_t bits;
+      __builtin_memcpy(&bits, row + i, 4);
+      const std::uint32_t field = (bits >> 23) & 0xffu;
+      best = field > best ? field : best;
+    }
+  }
+  return static_cast<int>(best);
+}
+
+inline void store_out_row(const MutableTensorView& out, std::int64_t head, std::int64_t row,
+                          const float* acc, float inv) {
+  const std::int64_t offset = head * out.head_stride + row * out.row_stride;
+  switch (out.dtype) {
+    case DType::kF32: {
+      float* dst = static_cast<float*>(out.data) + offset;
+      for (std::int64_t i = 0; i < out.dim; ++i) dst[i] = acc[i] * inv;
+      break;
+    }
+    case DType::kBF16: {
+      std::uint16_t* dst = static_cast<std::uint16_t*>(out.data) + offset;
+      for (std::int64_t i = 0; i < out.dim; ++i) dst[i] = float_to_bf16(acc[i] * inv);
+      break;
+    }
+    case DType::kF16: {
+      std::uint16_t* dst = static_cast<std::uint16_t*>(out.data) + offset;
+      for (std::int64_t i = 0; i < out.dim; ++i) dst[i] = float_to_f16(acc[i] * inv);
+      break;
+    }
+  }
+}
