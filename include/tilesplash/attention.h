@@ -14,6 +14,7 @@
 
 #include "tilesplash/plan.h"
 #include "tilesplash/tensor.h"
+#include "tilesplash/threading.h"
 
 namespace tilesplash {
 
@@ -29,7 +30,7 @@ std::optional<MaskMode> parse_mask_mode(std::string_view text);
 struct AttentionOptions {
   std::optional<float> scale;  // softmax scale; default 1 / sqrt(head_dim); must be > 0
   MaskMode mask_mode = MaskMode::kTile;
-  int threads = 0;  // 0: all hardware threads; < 0 is rejected
+  int threads = 0;  // 0: the runner's context's threads(); < 0 is rejected
   // Reject NaN / Inf in Q, K, V and q.k that overflows f32 (std::invalid_argument
   // naming the first row). false skips both: the caller vouches for its data.
   bool check_finite = true;
@@ -50,12 +51,19 @@ struct AttentionArgs {
   float* lse = nullptr;
 };
 
-// Owns the worker threads and the grow-only workspaces (packed K/V, per-thread
-// scratch), so repeated calls do not pay for fresh memory. One runner serves
-// one call at a time; use one runner per calling thread for concurrency.
+// Owns the grow-only workspaces (packed K/V, per-thread scratch), so repeated
+// calls do not pay for fresh memory, and runs on a ThreadingContext
+// (threading.h): its own, or one it shares with other objects. One runner
+// serves one call at a time; for calls side by side use one runner per
+// calling thread, each with its own context (runners sharing a context take
+// turns on its workers).
 class AttentionRunner {
  public:
+  // A private context of hardware_threads() threads (workers start on the
+  // first call that needs them).
   AttentionRunner();
+  // Runs on `context`, which it keeps alive; null: a private one as above.
+  explicit AttentionRunner(std::shared_ptr<ThreadingContext> context);
   ~AttentionRunner();
   AttentionRunner(const AttentionRunner&) = delete;
   AttentionRunner& operator=(const AttentionRunner&) = delete;
@@ -63,12 +71,18 @@ class AttentionRunner {
   void forward(const TilePlan& plan, const AttentionArgs& args,
                const AttentionOptions& options = {});
 
+  const std::shared_ptr<ThreadingContext>& context() const;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
-// Convenience: a process-wide runner, calls serialised by a mutex.
+// Convenience: a runner per calling thread (its workspaces kept until the
+// thread exits) on default_threading_context(). Concurrent callers never share
+// a workspace, but they do share the default context's workers and take turns
+// on them, region by region; threads that should run side by side each use
+// their own AttentionRunner with its own ThreadingContext.
 void attention_forward(const TilePlan& plan, const AttentionArgs& args,
                        const AttentionOptions& options = {});
 

@@ -28,6 +28,7 @@
 #include "tilesplash/mask.h"
 #include "tilesplash/plan.h"
 #include "tilesplash/tensor.h"
+#include "tilesplash/threading.h"
 #include "tilesplash/video.h"
 
 namespace tilesplash {
@@ -37,7 +38,7 @@ struct KMeansOptions {
   int max_iterations = 50;    // >= 1
   double tolerance = 1e-4;    // stop once no centroid moved this far (Euclidean)
   std::uint64_t seed = 0;     // the initial centroids without a warm start
-  int threads = 0;            // 0: all hardware threads
+  int threads = 0;            // 0: the context's threads() (all hardware threads by default)
 };
 
 struct KMeansResult {
@@ -56,10 +57,11 @@ struct KMeansResult {
 // to its nearest centroid (squared Euclidean; the lowest index on a tie) and
 // moves every centroid to the mean of its points (an empty cluster keeps its
 // centroid); it stops after max_iterations rounds or once no centroid moved
-// by tolerance or more. Same inputs give the same result for any thread
-// count. Throws std::invalid_argument naming a bad argument.
+// by tolerance or more. Runs on `context` (null: default_threading_context()).
+// Same inputs give the same result for any thread count and context. Throws
+// std::invalid_argument naming a bad argument.
 KMeansResult kmeans(std::span<const float> points, std::int64_t dim, const KMeansOptions& options,
-                    std::span<const float> warm = {});
+                    std::span<const float> warm = {}, ThreadingContext* context = nullptr);
 
 // The first `clusters` entries of a partial Fisher-Yates shuffle of [0, n):
 // for i in [0, clusters): swap entry i with entry i + below(n - i), where
@@ -98,10 +100,13 @@ struct HeadClusters {
 };
 
 // Clusters head `head` of q and k ([heads, tokens, d], original order, any
-// dtype and strides), warm-started from `warm` when it has the same shape.
+// dtype and strides), warm-started from `warm` when it has the same shape, on
+// `threads` threads (0: the context's) of `context` (null:
+// default_threading_context()).
 HeadClusters cluster_head(const VideoGeometry& geometry, const TensorView& q, const TensorView& k,
                           std::int64_t head, const ClusterOptions& options,
-                          const HeadClusters* warm = nullptr, int threads = 0);
+                          const HeadClusters* warm = nullptr, int threads = 0,
+                          ThreadingContext* context = nullptr);
 
 // The kept cluster pairs, qc x kc bytes (row a: query cluster a), by top-p or,
 // with options.density, by the density it asks for. `scale` is the softmax

@@ -8,11 +8,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "tilesplash/routing.h"
 #include "tilesplash/tensor.h"
+#include "tilesplash/threading.h"
 #include "tilesplash/video.h"
 
 namespace tilesplash {
@@ -29,6 +31,9 @@ struct DenseComparisonOptions {
   // router's rows depend on the seed, layer and step, not on the heads).
   bool head_by_head = false;
   std::function<void(std::int64_t head, bool dense)> on_head;
+  // Both sides run on this context, one after the other; null: one private
+  // context for the comparison.
+  std::shared_ptr<ThreadingContext> context;
 };
 
 struct DenseComparison {

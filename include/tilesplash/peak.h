@@ -3,18 +3,22 @@
 #pragma once
 
 #include "tilesplash/tensor.h"
+#include "tilesplash/threading.h"
 
 namespace tilesplash {
 
 // GFLOP/s (2 flops per multiply-add) of a register-resident FMA loop on the
 // active ISA: f32 FMA for f32 and f16 (which the kernel widens to f32), BF16
-// dot products for bf16 where the CPU has them. `threads` workers run at once
-// (< 1: all hardware threads), each pinned to a core of its own when the
+// dot products for bf16 where the CPU has them. `threads` threads of `context`
+// (null: default_threading_context()) run at once (< 1: the context's
+// threads()), each pinned to a core of its own for the measurement when the
 // process may use that many. The time is split into short windows and the
 // best window is reported, since a peak is an upper bound and a briefly stolen
 // core should spoil one window, not the result. Throws std::invalid_argument
-// unless `seconds` is finite and > 0.
-double measure_peak_gflops(DType dtype, int threads, double seconds = 0.2);
+// unless `seconds` is finite and > 0, and std::logic_error when called from
+// inside a parallel region of the same context.
+double measure_peak_gflops(DType dtype, int threads, double seconds = 0.2,
+                           ThreadingContext* context = nullptr);
 
 struct PeakMeasurement {
   double gflops = 0.0;  // measure_peak_gflops(): the rate of the wall-clock windows
@@ -25,6 +29,7 @@ struct PeakMeasurement {
 };
 
 // Both rates from one measurement (same arguments as measure_peak_gflops).
-PeakMeasurement measure_peak(DType dtype, int threads, double seconds = 0.2);
+PeakMeasurement measure_peak(DType dtype, int threads, double seconds = 0.2,
+                             ThreadingContext* context = nullptr);
 
 }  // namespace tilesplash

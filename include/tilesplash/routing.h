@@ -30,6 +30,7 @@
 #include "tilesplash/candidates.h"
 #include "tilesplash/clusters.h"
 #include "tilesplash/plan.h"
+#include "tilesplash/threading.h"
 #include "tilesplash/video.h"
 
 namespace tilesplash {
@@ -94,7 +95,7 @@ struct VideoAttentionOptions {
   // clusters (clusters.h) instead of a candidate; exclusive with candidates.
   std::optional<ClusterOptions> clusters;
   BlockSizes blocks;           // tiles of the band, sink and dense plans
-  int threads = 0;             // 0: all hardware threads
+  int threads = 0;             // 0: the context's threads() (all hardware threads by default)
   std::optional<float> scale;  // default 1 / sqrt(head_dim)
   bool check_finite = true;    // reject NaN / Inf in Q, K, V
 };
@@ -153,13 +154,19 @@ VideoAttentionOptions method_attention_options(std::string_view method,
                                                const VideoGeometry& geometry,
                                                const MethodOptions& options = {});
 
-// Owns its kernel runner, thread pool, plan cache and scratch buffers: one
-// object serves one call at a time and is meant to live across layers and
-// steps, so plans are built once.
+// Owns its kernel runner, plan cache and scratch buffers, and runs everything
+// (kernel, permutations, merges, k-means) on one ThreadingContext: its own, or
+// one it shares. One object serves one call at a time and is meant to live
+// across layers and steps, so plans are built once; for calls side by side,
+// one object per calling thread, each with its own context.
 class VideoAttention {
  public:
-  // Throws std::invalid_argument on an invalid geometry or options.
-  explicit VideoAttention(const VideoGeometry& geometry, VideoAttentionOptions options = {});
+  // context: shared with whoever else holds it (kept alive by this object);
+  // null: a private one of hardware_threads() threads. options.threads 0 uses
+  // the context's threads(). Throws std::invalid_argument on an invalid
+  // geometry or options.
+  explicit VideoAttention(const VideoGeometry& geometry, VideoAttentionOptions options = {},
+                          std::shared_ptr<ThreadingContext> context = nullptr);
   ~VideoAttention();
   VideoAttention(const VideoAttention&) = delete;
   VideoAttention& operator=(const VideoAttention&) = delete;
@@ -169,6 +176,7 @@ class VideoAttention {
   std::int64_t band() const;  // W of the default candidates, from options.band or options.density
   // options.candidates, or the default spatial and temporal pair.
   const std::vector<MaskCandidate>& candidates() const;
+  const std::shared_ptr<ThreadingContext>& context() const;
   // The mask a head with this choice ran, on the original order. Throws
   // std::invalid_argument for a name that is neither dense nor a candidate.
   Mask mask(const HeadMask& choice) const;

@@ -18,6 +18,7 @@
 #include "tilesplash/sta.h"
 #include "tilesplash/tensor.h"
 #include "tilesplash/tensor_io.h"
+#include "tilesplash/threading.h"
 #include "tilesplash/tuning.h"
 #include "tilesplash/version.h"
 #include "tilesplash/video.h"

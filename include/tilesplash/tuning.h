@@ -22,6 +22,7 @@
 #include "tilesplash/mask.h"
 #include "tilesplash/plan.h"
 #include "tilesplash/tensor.h"
+#include "tilesplash/threading.h"
 
 namespace tilesplash {
 
@@ -51,7 +52,7 @@ struct TuneKey {
   friend bool operator==(const TuneKey&, const TuneKey&) = default;
 };
 
-// threads: 0 means all hardware threads. Throws std::invalid_argument on
+// threads: 0 means hardware_threads(). Throws std::invalid_argument on
 // lengths or head_dim < 1 and threads < 0.
 TuneKey make_tune_key(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
                       std::int64_t head_dim, DType dtype, int threads);
@@ -69,7 +70,7 @@ enum class TuneClock : std::uint8_t { kWall, kCpu };
 
 struct TuneOptions {
   std::int64_t heads = 2;        // heads timed per call (>= 1)
-  int threads = 0;               // 0: all hardware threads
+  int threads = 0;               // 0: the context's threads() (all hardware threads by default)
   double budget_seconds = 10.0;  // sampled timing of all candidates (> 0)
   int repeats = 3;               // timed runs per measurement; the minimum counts (>= 1)
   TuneClock clock = TuneClock::kWall;
@@ -115,10 +116,12 @@ struct TuneResult {
 };
 
 // Times every candidate on a stratified sample of q-blocks with random data
-// and returns the table; does not touch the cache. Throws
-// std::invalid_argument naming the bad argument or option.
+// and returns the table; does not touch the cache. Times on `context` (null:
+// default_threading_context()). Throws std::invalid_argument naming the bad
+// argument or option.
 TuneResult tune_blocks(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
-                       std::int64_t head_dim, DType dtype, const TuneOptions& options = {});
+                       std::int64_t head_dim, DType dtype, const TuneOptions& options = {},
+                       ThreadingContext* context = nullptr);
 
 // The on-disk cache: one versioned JSON file. A corrupt, unreadable or stale
 // (other format version or library version) file, or an entry with invalid

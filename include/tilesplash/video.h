@@ -20,6 +20,7 @@
 
 #include "tilesplash/mask.h"
 #include "tilesplash/tensor.h"
+#include "tilesplash/threading.h"
 
 namespace tilesplash {
 
@@ -153,12 +154,15 @@ VideoRunMasks video_run_masks(VideoMaskKind kind, const VideoGeometry& geometry,
 
 // Row permutations of [heads, tokens(), dim] tensors (any strides): dst gets
 // src's rows in the other order, text rows unchanged. src and dst must share
-// dtype, heads and dim, have len == tokens() and not overlap. threads: 0 = all
-// hardware threads. Exact (bytes are copied); throws std::invalid_argument
+// dtype, heads and dim, have len == tokens() and not overlap. Runs on
+// `context` (null: default_threading_context()) with `threads` threads (0:
+// the context's). Exact (bytes are copied); throws std::invalid_argument
 // naming the mismatched argument.
 void permute_to_token_major(const VideoGeometry& geometry, const TensorView& src,
-                            const MutableTensorView& dst, int threads = 0);
+                            const MutableTensorView& dst, int threads = 0,
+                            ThreadingContext* context = nullptr);
 void permute_to_frame_major(const VideoGeometry& geometry, const TensorView& src,
-                            const MutableTensorView& dst, int threads = 0);
+                            const MutableTensorView& dst, int threads = 0,
+                            ThreadingContext* context = nullptr);
 
 }  // namespace tilesplash

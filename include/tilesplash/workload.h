@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "tilesplash/tensor.h"
+#include "tilesplash/threading.h"
 #include "tilesplash/video.h"
 
 namespace tilesplash {
@@ -90,13 +91,16 @@ struct WorkloadOptions {
   // patches: with the defaults, every 2 frames or 3 patches.
   double decay_frames = 24.0;
   double decay_patches = 36.0;
-  int threads = 0;  // 0: all hardware threads
+  int threads = 0;  // 0: the context's threads() (all hardware threads by default)
 };
 
 class VideoWorkload {
  public:
-  // Throws std::invalid_argument naming the bad option.
-  VideoWorkload(const VideoGeometry& geometry, WorkloadOptions options);
+  // Generates on `context` (null: default_threading_context()); the values
+  // do not depend on it or on the thread count. Throws std::invalid_argument
+  // naming the bad option.
+  VideoWorkload(const VideoGeometry& geometry, WorkloadOptions options,
+                ThreadingContext* context = nullptr);
 
   const VideoGeometry& geometry() const { return geometry_; }
   const WorkloadOptions& options() const { return options_; }

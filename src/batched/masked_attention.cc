@@ -105,8 +105,10 @@ MaskedAttentionResult masked_attention(AttentionRunner& runner, const Mask& mask
   }
   result.blocks = {options.block_q.value_or(0), options.block_kv.value_or(0)};
   if (!options.block_q || !options.block_kv) {
-    const BlockChoice choice = cached_block_choice(mask, shape.q_len, shape.kv_len, shape.head_dim,
-                                                   args.q.dtype, options.attention.threads);
+    // The tuned tiles of the thread count this call runs with.
+    const BlockChoice choice =
+        cached_block_choice(mask, shape.q_len, shape.kv_len, shape.head_dim, args.q.dtype,
+                            runner.context()->resolve(options.attention.threads));
     if (!options.block_q) result.blocks.block_q = choice.blocks.block_q;
     if (!options.block_kv) result.blocks.block_kv = choice.blocks.block_kv;
     result.blocks_tuned = choice.from_cache;

@@ -1,5 +1,5 @@
-// The clustering of one head on a caller's thread pool, so the video front
-// door reuses its own workers. Internal; cluster_head() is the public door.
+// The clustering of one head on a caller's threading context, so the video
+// front door runs it on its own. Internal; cluster_head() is the public door.
 #pragma once
 
 #include <cstdint>
@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/thread_pool.h"
 #include "tilesplash/clusters.h"
+#include "tilesplash/threading.h"
 
 namespace tilesplash::detail {
 
@@ -22,7 +22,7 @@ std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>> cluster_sequence
 // Throws std::invalid_argument("clusters: ...") naming a bad option.
 void check_cluster_options(const ClusterOptions& options);
 
-HeadClusters cluster_head_on(runtime::ThreadPool& pool, int threads, const VideoGeometry& geometry,
+HeadClusters cluster_head_on(ThreadingContext& context, int threads, const VideoGeometry& geometry,
                              const TensorView& q, const TensorView& k, std::int64_t head,
                              const ClusterOptions& options, const HeadClusters* warm);
 

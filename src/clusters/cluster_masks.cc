@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <mutex>
 #include <numeric>
 #include <span>
 #include <stdexcept>
@@ -222,7 +221,7 @@ std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>> cluster_sequence
 
 void check_cluster_options(const ClusterOptions& options) { check_options(options); }
 
-HeadClusters cluster_head_on(runtime::ThreadPool& pool, int threads, const VideoGeometry& geometry,
+HeadClusters cluster_head_on(ThreadingContext& context, int threads, const VideoGeometry& geometry,
                              const TensorView& q, const TensorView& k, std::int64_t head,
                              const ClusterOptions& options, const HeadClusters* warm) {
   geometry.validate();
@@ -244,7 +243,7 @@ HeadClusters cluster_head_on(runtime::ThreadPool& pool, int threads, const Video
     o.max_iterations = use_warm ? options.warm_iterations : options.first_iterations;
     const std::vector<float> rows = video_rows(geometry, view, head);
     return run_kmeans(
-        pool, threads, rows, d, o,
+        context, threads, rows, d, o,
         use_warm ? std::span<const float>(start->centroids) : std::span<const float>());
   };
   result.query = run(q, options.query_clusters, warm ? &warm->query : nullptr, 1);
@@ -256,17 +255,13 @@ HeadClusters cluster_head_on(runtime::ThreadPool& pool, int threads, const Video
 
 HeadClusters cluster_head(const VideoGeometry& geometry, const TensorView& q, const TensorView& k,
                           std::int64_t head, const ClusterOptions& options,
-                          const HeadClusters* warm, int threads) {
-  static std::mutex mutex;
-  static runtime::ThreadPool pool;
+                          const HeadClusters* warm, int threads, ThreadingContext* context) {
   if (threads < 0) {
-    throw std::invalid_argument("clusters: threads must be >= 0 (0 = all cores), got " +
+    throw std::invalid_argument("clusters: threads must be >= 0 (0: the context's threads), got " +
                                 std::to_string(threads));
   }
-  std::lock_guard<std::mutex> lock(mutex);
-  return detail::cluster_head_on(pool,
-                                 threads > 0 ? threads : runtime::ThreadPool::hardware_threads(),
-                                 geometry, q, k, head, options, warm);
+  return detail::cluster_head_on(context != nullptr ? *context : *default_threading_context(),
+                                 threads, geometry, q, k, head, options, warm);
 }
 
 ClusterOptions default_cluster_options(const VideoGeometry& geometry) {

@@ -1,5 +1,5 @@
 // Lloyd's k-means (see clusters.h). Assignment is the costly part: points
-// are split into fixed chunks over the thread pool, each chunk against every
+// are split into fixed chunks over the threading context, each chunk against every
 // centroid with the target's register-blocked loop. The update sorts points
 // by label (a counting sort, so members stay in index order) and sums each
 // cluster in double in that order, so the result does not depend on the
@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -56,7 +55,7 @@ AssignFn active_assign() {
   return &assign_nearest_generic;
 }
 
-KMeansResult run_kmeans(runtime::ThreadPool& pool, int threads, std::span<const float> points,
+KMeansResult run_kmeans(ThreadingContext& context, int threads, std::span<const float> points,
                         std::int64_t dim, const KMeansOptions& options,
                         std::span<const float> warm) {
   if (dim < 1) fail("dim must be >= 1, got " + std::to_string(dim));
@@ -114,7 +113,7 @@ KMeansResult run_kmeans(runtime::ThreadPool& pool, int threads, std::span<const 
   std::vector<double> movement(static_cast<std::size_t>(k));
   while (result.iterations < options.max_iterations) {
     pack(result.centroids, k, dim, panels, norms);
-    pool.run(threads, chunks, [&](std::int64_t chunk, int) {
+    context.run(threads, chunks, [&](std::int64_t chunk, int) {
       const std::int64_t begin = chunk * kChunkPoints;
       const std::int64_t end = std::min(n, begin + kChunkPoints);
       assign(points.data(), dim, begin, end, panels.data(), norms.data(), k_padded,
@@ -134,7 +133,7 @@ KMeansResult run_kmeans(runtime::ThreadPool& pool, int threads, std::span<const 
       members[static_cast<std::size_t>(fill[static_cast<std::size_t>(result.labels[i])]++)] = i;
     }
     const std::int64_t cluster_chunks = (k + 15) / 16;
-    pool.run(threads, cluster_chunks, [&](std::int64_t chunk, int) {
+    context.run(threads, cluster_chunks, [&](std::int64_t chunk, int) {
       std::vector<double> sum(static_cast<std::size_t>(dim));
       for (std::int64_t c = chunk * 16; c < std::min(k, chunk * 16 + 16); ++c) {
         const std::int64_t m0 = start[static_cast<std::size_t>(c)];
@@ -193,18 +192,14 @@ std::vector<std::int64_t> kmeans_initial_indices(std::int64_t n, std::int64_t cl
 }
 
 KMeansResult kmeans(std::span<const float> points, std::int64_t dim, const KMeansOptions& options,
-                    std::span<const float> warm) {
-  // The free function shares one pool; calls are serialised like attention_forward.
-  static std::mutex mutex;
-  static runtime::ThreadPool pool;
+                    std::span<const float> warm, ThreadingContext* context) {
   if (options.threads < 0) {
-    throw std::invalid_argument("kmeans: options.threads must be >= 0 (0 = all cores), got " +
-                                std::to_string(options.threads));
+    throw std::invalid_argument(
+        "kmeans: options.threads must be >= 0 (0: the context's threads), got " +
+        std::to_string(options.threads));
   }
-  const int threads =
-      options.threads > 0 ? options.threads : runtime::ThreadPool::hardware_threads();
-  std::lock_guard<std::mutex> lock(mutex);
-  return detail::run_kmeans(pool, threads, points, dim, options, warm);
+  return detail::run_kmeans(context != nullptr ? *context : *default_threading_context(),
+                            options.threads, points, dim, options, warm);
 }
 
 }  // namespace tilesplash

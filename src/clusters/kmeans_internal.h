@@ -1,16 +1,16 @@
-// k-means on a caller's thread pool, so the video front door reuses its own
-// workers. Internal; kmeans() in clusters.h is the public door.
+// k-means on a caller's threading context, so the video front door runs it on
+// its own. Internal; kmeans() in clusters.h is the public door.
 #pragma once
 
 #include <cstdint>
 #include <span>
 
-#include "runtime/thread_pool.h"
 #include "tilesplash/clusters.h"
+#include "tilesplash/threading.h"
 
 namespace tilesplash::detail {
 
-KMeansResult run_kmeans(runtime::ThreadPool& pool, int threads, std::span<const float> points,
+KMeansResult run_kmeans(ThreadingContext& context, int threads, std::span<const float> points,
                         std::int64_t dim, const KMeansOptions& options,
                         std::span<const float> warm);
 

@@ -73,8 +73,9 @@ LayerReport run_once(VideoAttention& attention, const AttentionArgs& args,
 }
 
 LayerReport run_side(const VideoGeometry& geometry, const VideoAttentionOptions& options,
-                     const AttentionArgs& args, const DenseComparisonOptions& compare, bool dense) {
-  VideoAttention attention(geometry, options);
+                     const AttentionArgs& args, const DenseComparisonOptions& compare, bool dense,
+                     const std::shared_ptr<ThreadingContext>& context) {
+  VideoAttention attention(geometry, options, context);
   if (compare.repeats < 1) return run_once(attention, args, compare, dense);
   run_once(attention, args, compare, dense);
   std::vector<LayerReport> runs;
@@ -103,10 +104,12 @@ DenseComparison compare_with_dense(const VideoGeometry& geometry,
   const std::size_t count = static_cast<std::size_t>(std::max<std::int64_t>(heads * n * dv, 0));
   std::vector<float> sparse_out(count);
   DenseComparison result;
+  const std::shared_ptr<ThreadingContext> context =
+      compare.context ? compare.context : std::make_shared<ThreadingContext>();
   result.sparse = run_side(
       geometry, options,
       {q, k, v, MutableTensorView::contiguous(sparse_out.data(), DType::kF32, heads, n, dv)},
-      compare, false);
+      compare, false, context);
   if (!compare.compare_dense) return result;
   std::vector<float> dense_out(count);
   VideoAttentionOptions dense_options = options;
@@ -114,7 +117,7 @@ DenseComparison compare_with_dense(const VideoGeometry& geometry,
   result.dense = run_side(
       geometry, dense_options,
       {q, k, v, MutableTensorView::contiguous(dense_out.data(), DType::kF32, heads, n, dv)},
-      compare, true);
+      compare, true, context);
   for (std::int64_t h = 0; h < heads; ++h) {
     result.cosine.push_back(
         cosine_similarity(sparse_out.data() + h * n * dv, dense_out.data() + h * n * dv, n * dv));

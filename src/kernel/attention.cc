@@ -1,7 +1,7 @@
 #include "tilesplash/attention.h"
 
 #include <algorithm>
-#include <mutex>
+#include <utility>
 
 #include "kernel/forward_params.h"
 #include "kernel/isa_dispatch.h"
@@ -28,24 +28,29 @@ std::optional<MaskMode> parse_mask_mode(std::string_view text) {
 }
 
 struct AttentionRunner::Impl {
-  runtime::ThreadPool pool;
+  explicit Impl(std::shared_ptr<ThreadingContext> shared)
+      : context(shared ? std::move(shared) : std::make_shared<ThreadingContext>()) {}
+  std::shared_ptr<ThreadingContext> context;
   kernel::Workspace workspace;
 };
 
-AttentionRunner::AttentionRunner() : impl_(std::make_unique<Impl>()) {}
+AttentionRunner::AttentionRunner() : AttentionRunner(nullptr) {}
+AttentionRunner::AttentionRunner(std::shared_ptr<ThreadingContext> context)
+    : impl_(std::make_unique<Impl>(std::move(context))) {}
 AttentionRunner::~AttentionRunner() = default;
+
+const std::shared_ptr<ThreadingContext>& AttentionRunner::context() const { return impl_->context; }
 
 void AttentionRunner::forward(const TilePlan& plan, const AttentionArgs& args,
                               const AttentionOptions& options) {
-  const kernel::ForwardParams params = kernel::make_forward_params(plan, args, options);
-  kernel::active_target().forward(params, impl_->workspace, impl_->pool);
+  const kernel::ForwardParams params =
+      kernel::make_forward_params(plan, args, options, impl_->context->threads());
+  kernel::active_target().forward(params, impl_->workspace, *impl_->context);
 }
 
 void attention_forward(const TilePlan& plan, const AttentionArgs& args,
                        const AttentionOptions& options) {
-  static std::mutex mutex;
-  static AttentionRunner runner;
-  std::lock_guard<std::mutex> lock(mutex);
+  thread_local AttentionRunner runner(default_threading_context());
   runner.forward(plan, args, options);
 }
 

@@ -93,7 +93,7 @@ struct FlashForward {
     scratch.bytes = layout.bytes();
   }
 
-  void run(Workspace& ws, runtime::ThreadPool& pool) {
+  void run(Workspace& ws, ThreadingContext& context) {
     const std::int64_t heads = p.q.heads;
     const int threads = p.threads;
     if (static_cast<int>(ws.per_worker.size()) < threads) ws.per_worker.resize(threads);
@@ -102,7 +102,7 @@ struct FlashForward {
       std::fill(ones, ones + block_q * words, ~0ull);
       ones_bits_ = ones;
     }
-    if (p.check_finite) check_q_finite(pool);
+    if (p.check_finite) check_q_finite(context);
 
     // Heads are processed in groups whose packed K/V fit a budget, so memory
     // stays O(N * d) per group rather than a second copy of every head.
@@ -120,9 +120,9 @@ struct FlashForward {
     first_overflow_ = std::numeric_limits<std::int64_t>::max();
     for (std::int64_t head0 = 0; head0 < heads; head0 += group) {
       const std::int64_t count = std::min(group, heads - head0);
-      pack_heads(head0, count, packed_k, packed_v, ws, pool);
+      pack_heads(head0, count, packed_k, packed_v, ws, context);
       const std::int64_t items = count * static_cast<std::int64_t>(order.size());
-      pool.run(threads, items, [&](std::int64_t item, int worker) {
+      context.run(threads, items, [&](std::int64_t item, int worker) {
         // Costliest q-blocks of every head first, heads interleaved.
         const std::int64_t rank = item / count;
         const std::int64_t head = head0 + item % count;
@@ -147,10 +147,10 @@ struct FlashForward {
                                 "); expected dot products within the f32 range: scale Q or K down");
   }
 
-  void check_q_finite(runtime::ThreadPool& pool) {
+  void check_q_finite(ThreadingContext& context) {
     const std::int64_t blocks = plan.num_q_blocks();
     std::atomic<std::int64_t> first_bad{std::numeric_limits<std::int64_t>::max()};
-    pool.run(p.threads, p.q.heads * blocks, [&](std::int64_t item, int) {
+    context.run(p.threads, p.q.heads * blocks, [&](std::int64_t item, int) {
       const std::int64_t head = item / blocks;
       const IndexRange rows = plan.q_range(item % blocks);
       for (std::int64_t row = rows.begin; row < rows.end; ++row) {
@@ -164,11 +164,11 @@ struct FlashForward {
   }
 
   void pack_heads(std::int64_t head0, std::int64_t count, Packed* packed_k, Packed* packed_v,
-                  Workspace& ws, runtime::ThreadPool& pool) {
+                  Workspace& ws, ThreadingContext& context) {
     std::atomic<std::int64_t> bad_k{std::numeric_limits<std::int64_t>::max()};
     std::atomic<std::int64_t> bad_v{std::numeric_limits<std::int64_t>::max()};
     std::vector<std::atomic<int>> v_field(static_cast<std::size_t>(count));
-    pool.run(p.threads, count * panels, [&](std::int64_t item, int worker) {
+    context.run(p.threads, count * panels, [&](std::int64_t item, int worker) {
       const std::int64_t h = item / panels;
       const std::int64_t panel = item % panels;
       const std::int64_t key0 = panel * kPanel;

@@ -1,14 +1,14 @@
 // Everything one attention call needs, validated and resolved (scale, thread
 // count), in one plain struct: the FlashAttention `Flash_fwd_params` idea. The
-// per-ISA kernels see only this, the workspace and the pool.
+// per-ISA kernels see only this, the workspace and the threading context.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "runtime/aligned_buffer.h"
-#include "runtime/thread_pool.h"
 #include "tilesplash/attention.h"
+#include "tilesplash/threading.h"
 
 namespace tilesplash::kernel {
 
@@ -32,12 +32,13 @@ struct Workspace {
   std::vector<std::int64_t> item_order;
 };
 
-using ForwardFn = void (*)(const ForwardParams&, Workspace&, runtime::ThreadPool&);
+using ForwardFn = void (*)(const ForwardParams&, Workspace&, ThreadingContext&);
 
-// Validates args against the plan and resolves defaults; throws
-// std::invalid_argument naming the offending argument.
+// Validates args against the plan and resolves defaults (options.threads 0:
+// default_threads, the runner's context's); throws std::invalid_argument
+// naming the offending argument.
 ForwardParams make_forward_params(const TilePlan& plan, const AttentionArgs& args,
-                                  const AttentionOptions& options);
+                                  const AttentionOptions& options, int default_threads);
 
 // Work items (head, q_block) in the order workers should take them: costliest
 // first (cost = visited tiles), ties by index, so balance does not depend on luck.

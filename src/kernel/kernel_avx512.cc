@@ -9,8 +9,8 @@ using Traits = KernelTraits</*lanes=*/16, /*col_vecs=*/4, /*rows=*/6, /*register
 #include "kernel/kernel-inl.h"
 
 namespace {
-void forward(const ForwardParams& params, Workspace& workspace, runtime::ThreadPool& pool) {
-  FlashForward<F32Path>(params).run(workspace, pool);
+void forward(const ForwardParams& params, Workspace& workspace, ThreadingContext& context) {
+  FlashForward<F32Path>(params).run(workspace, context);
 }
 }  // namespace
 

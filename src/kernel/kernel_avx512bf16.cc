@@ -191,11 +191,11 @@ float bf16_peak_run(std::int64_t rounds) {
   return reduce_add(total);
 }
 
-void forward(const ForwardParams& params, Workspace& workspace, runtime::ThreadPool& pool) {
+void forward(const ForwardParams& params, Workspace& workspace, ThreadingContext& context) {
   if (params.q.dtype == DType::kBF16) {
-    FlashForward<Bf16DotPath>(params).run(workspace, pool);
+    FlashForward<Bf16DotPath>(params).run(workspace, context);
   } else {
-    FlashForward<F32Path>(params).run(workspace, pool);
+    FlashForward<F32Path>(params).run(workspace, context);
   }
 }
 

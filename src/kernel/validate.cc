@@ -3,7 +3,6 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
-#include <thread>
 
 #include "kernel/forward_params.h"
 #include "tilesplash/kernel_limits.h"
@@ -45,7 +44,7 @@ void check_dim(const char* name, std::int64_t dim) {
 }  // namespace
 
 ForwardParams make_forward_params(const TilePlan& plan, const AttentionArgs& args,
-                                  const AttentionOptions& options) {
+                                  const AttentionOptions& options, int default_threads) {
   const TensorView& q = args.q;
   const TensorView& k = args.k;
   const TensorView& v = args.v;
@@ -89,7 +88,7 @@ ForwardParams make_forward_params(const TilePlan& plan, const AttentionArgs& arg
     fail("plan block_q must be " + kernel_limits::block_q_rule() + ", got " + str(blocks.block_q));
   }
   if (options.threads < 0)
-    fail("threads must be >= 0 (0 = all cores), got " + str(options.threads));
+    fail("threads must be >= 0 (0 = the context's threads), got " + str(options.threads));
 
   ForwardParams params;
   params.plan = &plan;
@@ -103,7 +102,7 @@ ForwardParams make_forward_params(const TilePlan& plan, const AttentionArgs& arg
     fail("scale must be finite and > 0, got " + std::to_string(params.scale));
   }
   params.mask_mode = options.mask_mode;
-  params.threads = options.threads > 0 ? options.threads : runtime::ThreadPool::hardware_threads();
+  params.threads = options.threads > 0 ? options.threads : default_threads;
   params.check_finite = options.check_finite;
   return params;
 }

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -13,9 +14,9 @@
 
 #include "routing/plan_cache.h"
 #include "routing/router.h"
-#include "runtime/thread_pool.h"
 #include "tilesplash/clusters.h"
 #include "tilesplash/routing.h"
+#include "tilesplash/threading.h"
 
 namespace tilesplash {
 namespace detail {
@@ -34,7 +35,7 @@ inline const HeadMask kClusterChoice{"svg2"};
 }  // namespace detail
 
 struct VideoAttention::Impl {
-  Impl(const VideoGeometry& g, VideoAttentionOptions o);
+  Impl(const VideoGeometry& g, VideoAttentionOptions o, std::shared_ptr<ThreadingContext> c);
 
   std::vector<MaskCandidate> make_candidates() const;
   // The candidate of this name; throws naming the valid ones.
@@ -61,9 +62,10 @@ struct VideoAttention::Impl {
   std::int64_t band;
   std::vector<MaskCandidate> candidates;
   std::vector<Mask> candidate_masks;  // what the router scores, in candidates order
-  int threads;
+  // The runner, the permutations, the merges and k-means all run here.
+  std::shared_ptr<ThreadingContext> context;
+  int threads;  // options.threads resolved against the context
   AttentionRunner runner;
-  runtime::ThreadPool pool;
   detail::PlanCache plans;
   detail::Router router;
   std::vector<unsigned char> q_perm, k_perm, v_perm;          // one head, run order, input dtype

@@ -5,9 +5,9 @@
 
 #include <cstdint>
 
-#include "runtime/thread_pool.h"
 #include "tilesplash/candidates.h"
 #include "tilesplash/tensor.h"
+#include "tilesplash/threading.h"
 
 namespace tilesplash::detail {
 
@@ -22,7 +22,7 @@ struct PartialResult {
 //   (e^{a} O1 + e^{b} O2) / (e^{a} + e^{b}),  LSE = log(e^{a} + e^{b}),
 // a, b the two LSEs; sink.out null means the band result alone. A row with
 // no kept key in either gives 0 and -inf. out is a one-head view; lse may be null.
-void finish_head(runtime::ThreadPool& pool, int threads, std::int64_t tokens, const RowOrder& order,
+void finish_head(ThreadingContext& context, int threads, std::int64_t tokens, const RowOrder& order,
                  PartialResult band, PartialResult sink, std::int64_t dv,
                  const MutableTensorView& out, float* lse);
 

@@ -52,7 +52,7 @@ TensorView VideoAttention::Impl::permuted(const TensorView& src, const RowOrder&
   buffer.resize(static_cast<std::size_t>(src.len * src.dim * size_of(src.dtype)));
   const MutableTensorView dst =
       MutableTensorView::contiguous(buffer.data(), src.dtype, 1, src.len, src.dim);
-  detail::gather_rows(pool, threads, order, src, dst);
+  detail::gather_rows(*context, threads, order, src, dst);
   return TensorView::contiguous(buffer.data(), src.dtype, 1, src.len, src.dim);
 }
 
@@ -109,8 +109,8 @@ void VideoAttention::Impl::run_sparse(const AttentionArgs& head, const MaskRun& 
     extra = {sink_out.data(), sink_lse.data()};
   }
   const auto start = Clock::now();
-  detail::finish_head(pool, threads, n, run.order, {band_out.data(), band_lse.data()}, extra, dv,
-                      head.out, head.lse);
+  detail::finish_head(*context, threads, n, run.order, {band_out.data(), band_lse.data()}, extra,
+                      dv, head.out, head.lse);
   if (!run.order.is_identity()) report.permute_seconds += since(start);
 }
 
@@ -121,7 +121,7 @@ void VideoAttention::Impl::run_clusters(const AttentionArgs& args, const Attenti
   const auto previous = warm.find(key);
   auto start = Clock::now();
   HeadClusters clusters =
-      detail::cluster_head_on(pool, threads, geometry, args.q, args.k, h, o,
+      detail::cluster_head_on(*context, threads, geometry, args.q, args.k, h, o,
                               previous == warm.end() ? nullptr : &previous->second);
   const double scale = options.scale ? *options.scale : 1.0 / std::sqrt(double(head.q.dim));
   const std::vector<std::uint8_t> kept = select_cluster_pairs(geometry, clusters, scale, o);

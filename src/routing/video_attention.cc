@@ -43,7 +43,9 @@ void check_options(const VideoAttentionOptions& o) {
   if (o.router.samples < 1) {
     fail("options.router.samples must be >= 1, got " + str(o.router.samples));
   }
-  if (o.threads < 0) fail("options.threads must be >= 0 (0 = all cores), got " + str(o.threads));
+  if (o.threads < 0) {
+    fail("options.threads must be >= 0 (0 = the context's threads), got " + str(o.threads));
+  }
   if (o.warmup.dense_layers < 0 || o.warmup.dense_steps < 0) {
     fail("options.warmup counts must be >= 0, got " + str(o.warmup.dense_layers) + " layers, " +
          str(o.warmup.dense_steps) + " steps");
@@ -107,14 +109,17 @@ void front_door_fail(const std::string& message) {
 
 }  // namespace detail
 
-VideoAttention::Impl::Impl(const VideoGeometry& g, VideoAttentionOptions o)
+VideoAttention::Impl::Impl(const VideoGeometry& g, VideoAttentionOptions o,
+                           std::shared_ptr<ThreadingContext> c)
     : geometry((g.validate(), g)),
       options((check_options(o), std::move(o))),
       mask_options{options.sink, options.text_full},
       band(options.band ? *options.band
                         : band_for_density(geometry, options.density, mask_options)),
       candidates(make_candidates()),
-      threads(options.threads > 0 ? options.threads : runtime::ThreadPool::hardware_threads()) {
+      context(c ? std::move(c) : std::make_shared<ThreadingContext>()),
+      threads(context->resolve(options.threads)),
+      runner(context) {
   for (const MaskCandidate& c : candidates) candidate_masks.push_back(c.mask);
   if (options.force && *options.force != HeadMask::kDense) {
     if (options.clusters) {
@@ -180,8 +185,9 @@ std::vector<RouteDecision> VideoAttention::Impl::route(const TensorView& q, cons
   return decisions;
 }
 
-VideoAttention::VideoAttention(const VideoGeometry& geometry, VideoAttentionOptions options)
-    : impl_(std::make_unique<Impl>(geometry, std::move(options))) {}
+VideoAttention::VideoAttention(const VideoGeometry& geometry, VideoAttentionOptions options,
+                               std::shared_ptr<ThreadingContext> context)
+    : impl_(std::make_unique<Impl>(geometry, std::move(options), std::move(context))) {}
 
 VideoAttention::~VideoAttention() = default;
 
@@ -189,6 +195,7 @@ const VideoGeometry& VideoAttention::geometry() const { return impl_->geometry; 
 const VideoAttentionOptions& VideoAttention::options() const { return impl_->options; }
 std::int64_t VideoAttention::band() const { return impl_->band; }
 const std::vector<MaskCandidate>& VideoAttention::candidates() const { return impl_->candidates; }
+const std::shared_ptr<ThreadingContext>& VideoAttention::context() const { return impl_->context; }
 
 Mask VideoAttention::mask(const HeadMask& choice) const {
   if (choice == HeadMask::kDense) return Mask::dense();

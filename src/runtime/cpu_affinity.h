@@ -16,4 +16,18 @@ std::vector<int> allowed_cpus();
 // the platform has no affinity call.
 bool pin_current_thread(int cpu);
 
+// Pins the calling thread to `cpu` while it lives, then gives the thread back
+// the CPUs it had: the peak measurement pins the threads of a context that
+// outlives it (the calling thread among them).
+class ScopedPin {
+ public:
+  explicit ScopedPin(int cpu);
+  ~ScopedPin();
+  ScopedPin(const ScopedPin&) = delete;
+  ScopedPin& operator=(const ScopedPin&) = delete;
+
+ private:
+  std::vector<int> previous_;  // empty: nothing to give back
+};
+
 }  // namespace tilesplash::runtime

@@ -2,8 +2,10 @@
 // `threads` workers that start together and stop at one shared deadline, so
 // the result is the aggregate rate of the cores running at the same time (and
 // at the clock they hold under that load), not one core's rate times threads.
-// Each worker is pinned to a core of its own (when there are enough), so two
-// workers never share a core while another stands idle. The time is split
+// The workers are the threads of a ThreadingContext (the caller's, or the
+// default), each pinned to a core of its own for the measurement (when there
+// are enough) and given back its CPUs afterwards, so two workers never share
+// a core while another stands idle. The time is split
 // into several short windows and the best one is reported: a peak is an upper
 // bound, and on a shared machine any other process that steals a core for a
 // moment spoils a window, not the whole measurement.
@@ -16,14 +18,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "kernel/isa_dispatch.h"
 #include "runtime/cpu_affinity.h"
 #include "tilesplash/attention.h"
+#include "tilesplash/threading.h"
 
 namespace tilesplash {
 namespace {
@@ -74,15 +77,16 @@ std::int64_t rounds_per_chunk(const kernel::FmaLoop& loop) {
 
 }  // namespace
 
-double measure_peak_gflops(DType dtype, int threads, double seconds) {
-  return measure_peak(dtype, threads, seconds).gflops;
+double measure_peak_gflops(DType dtype, int threads, double seconds, ThreadingContext* context) {
+  return measure_peak(dtype, threads, seconds, context).gflops;
 }
 
-PeakMeasurement measure_peak(DType dtype, int threads, double seconds) {
+PeakMeasurement measure_peak(DType dtype, int threads, double seconds, ThreadingContext* context) {
   if (!std::isfinite(seconds) || seconds <= 0.0) {
     throw std::invalid_argument("measure_peak_gflops: seconds must be a finite value > 0");
   }
-  if (threads < 1) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  ThreadingContext& threading = context != nullptr ? *context : *default_threading_context();
+  threads = threading.resolve(std::max(threads, 0));
 
   const kernel::FmaLoop loop = select_loop(dtype);
   const std::int64_t chunk = rounds_per_chunk(loop);
@@ -112,27 +116,23 @@ PeakMeasurement measure_peak(DType dtype, int threads, double seconds) {
 
   const std::vector<int> cpus = runtime::allowed_cpus();
   const bool pin = static_cast<int>(cpus.size()) >= threads;
-  std::vector<std::thread> workers;
-  workers.reserve(threads);
-  for (int t = 0; t < threads; ++t) {
-    workers.emplace_back([&, t] {
-      if (pin) runtime::pin_current_thread(cpus[static_cast<std::size_t>(t)]);
-      results[t] += loop.run(chunk);  // warm-up, outside the timed windows
-      for (int w = 0; w < windows; ++w) {
-        sync.arrive_and_wait();
-        const double cpu_start = thread_cpu_seconds();
-        std::int64_t done = 0;
-        do {
-          results[t] += loop.run(chunk);
-          done += chunk;
-        } while (Clock::now() < deadlines[w]);
-        finished[w][t] = Clock::now();
-        cpu_seconds[w][t] = thread_cpu_seconds() - cpu_start;
-        rounds[w][t] = done;
-      }
-    });
-  }
-  for (auto& worker : workers) worker.join();
+  threading.run_together(threads, [&](int t) {
+    std::optional<runtime::ScopedPin> pinned;
+    if (pin) pinned.emplace(cpus[static_cast<std::size_t>(t)]);
+    results[t] += loop.run(chunk);  // warm-up, outside the timed windows
+    for (int w = 0; w < windows; ++w) {
+      sync.arrive_and_wait();
+      const double cpu_start = thread_cpu_seconds();
+      std::int64_t done = 0;
+      do {
+        results[t] += loop.run(chunk);
+        done += chunk;
+      } while (Clock::now() < deadlines[w]);
+      finished[w][t] = Clock::now();
+      cpu_seconds[w][t] = thread_cpu_seconds() - cpu_start;
+      rounds[w][t] = done;
+    }
+  });
 
   PeakMeasurement best;
   for (int w = 0; w < windows; ++w) {

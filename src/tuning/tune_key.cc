@@ -11,10 +11,10 @@
 #include <fstream>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "tilesplash/attention.h"
+#include "tilesplash/threading.h"
 #include "tilesplash/tuning.h"
 
 namespace tilesplash {
@@ -132,8 +132,7 @@ TuneKey make_tune_key(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
   key.density = density_bucket(estimate_density(mask, q_len, kv_len));
   key.q_bucket = log2_bucket(q_len);
   key.kv_bucket = log2_bucket(kv_len);
-  key.threads =
-      threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  key.threads = threads > 0 ? threads : hardware_threads();
   return key;
 }
 

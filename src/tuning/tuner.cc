@@ -18,15 +18,16 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "masks/mask_util.h"
 #include "tilesplash/attention.h"
 #include "tilesplash/kernel_limits.h"
+#include "tilesplash/threading.h"
 #include "tilesplash/tuning.h"
 #include "tuning/sample_plan.h"
 
@@ -173,12 +174,15 @@ struct Candidate {
 }  // namespace
 
 TuneResult tune_blocks(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
-                       std::int64_t head_dim, DType dtype, const TuneOptions& options) {
+                       std::int64_t head_dim, DType dtype, const TuneOptions& options,
+                       ThreadingContext* context) {
   const auto start = Clock::now();
   validate(q_len, kv_len, head_dim, options);
-  const int threads = options.threads > 0
-                          ? options.threads
-                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // A runner on the caller's context, which outlives this call: shared
+  // without ownership.
+  const std::shared_ptr<ThreadingContext> threading(
+      std::shared_ptr<void>(), context != nullptr ? context : default_threading_context().get());
+  const int threads = threading->resolve(options.threads);
   const std::vector<BlockSizes> list =
       options.candidates.empty() ? tile_candidates_for(q_len, kv_len) : options.candidates;
 
@@ -196,7 +200,7 @@ TuneResult tune_blocks(const Mask& mask, std::int64_t q_len, std::int64_t kv_len
   const AttentionArgs args{
       q.view(), k.view(), v.view(),
       MutableTensorView::contiguous(out.data(), DType::kF32, heads, q_len, head_dim)};
-  AttentionRunner runner;
+  AttentionRunner runner(threading);
   Timer timer(runner, args, threads, options.clock);
 
   // Per candidate the plan is rebuilt when needed rather than kept: plans of

@@ -2,12 +2,11 @@
 // destination row is one memcpy of its source row, walked in destination
 // order so writes stream while reads hop between the F (or P) interleaved
 // sources; the (f, p) pair is stepped incrementally instead of divided out per
-// row. Work is split into chunks of rows across the thread pool.
+// row. Work is split into chunks of rows across the threading context.
 #include "video/permute.h"
 
 #include <algorithm>
 #include <cstring>
-#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -58,7 +57,7 @@ void check(const VideoGeometry& g, const TensorView& src, const MutableTensorVie
 
 }  // namespace
 
-void permute_rows(runtime::ThreadPool& pool, int threads, const VideoGeometry& g, TokenOrder to,
+void permute_rows(ThreadingContext& context, int threads, const VideoGeometry& g, TokenOrder to,
                   const TensorView& src, const MutableTensorView& dst) {
   check(g, src, dst);
   const std::int64_t elem = size_of(src.dtype);
@@ -74,8 +73,7 @@ void permute_rows(runtime::ThreadPool& pool, int threads, const VideoGeometry& g
   const std::int64_t inner = to_token ? frames : patches;
   const std::int64_t outer = to_token ? patches : frames;
 
-  const int workers = threads > 0 ? threads : runtime::ThreadPool::hardware_threads();
-  pool.run(workers, src.heads * chunks, [&](std::int64_t item, int) {
+  context.run(threads, src.heads * chunks, [&](std::int64_t item, int) {
     const std::int64_t head = item / chunks;
     const std::int64_t begin = (item % chunks) * kChunkRows;
     const std::int64_t end = std::min(n, begin + kChunkRows);
@@ -103,7 +101,7 @@ void permute_rows(runtime::ThreadPool& pool, int threads, const VideoGeometry& g
   });
 }
 
-void gather_rows(runtime::ThreadPool& pool, int threads, const RowOrder& order,
+void gather_rows(ThreadingContext& context, int threads, const RowOrder& order,
                  const TensorView& src, const MutableTensorView& dst) {
   if (order.is_identity()) fail("gather_rows needs a permutation, not the identity");
   check_views(order.size(), "the order's size", src, dst);
@@ -112,8 +110,7 @@ void gather_rows(runtime::ThreadPool& pool, int threads, const RowOrder& order,
   const std::int64_t n = order.size();
   const std::int64_t chunks = (n + kChunkRows - 1) / kChunkRows;
   const std::int64_t* source = order.sources().data();
-  const int workers = threads > 0 ? threads : runtime::ThreadPool::hardware_threads();
-  pool.run(workers, src.heads * chunks, [&](std::int64_t item, int) {
+  context.run(threads, src.heads * chunks, [&](std::int64_t item, int) {
     const std::int64_t head = item / chunks;
     const std::int64_t begin = (item % chunks) * kChunkRows;
     const std::int64_t end = std::min(n, begin + kChunkRows);
@@ -130,25 +127,24 @@ void gather_rows(runtime::ThreadPool& pool, int threads, const RowOrder& order,
 
 namespace {
 
-// The free functions share one pool; calls are serialised like attention_forward.
-void permute_shared(const VideoGeometry& g, TokenOrder to, const TensorView& src,
-                    const MutableTensorView& dst, int threads) {
-  static std::mutex mutex;
-  static runtime::ThreadPool pool;
-  std::lock_guard<std::mutex> lock(mutex);
-  detail::permute_rows(pool, threads, g, to, src, dst);
+void permute_on(const VideoGeometry& g, TokenOrder to, const TensorView& src,
+                const MutableTensorView& dst, int threads, ThreadingContext* context) {
+  if (threads < 0)
+    detail::fail("threads must be >= 0 (0: the context's threads), got " + detail::str(threads));
+  detail::permute_rows(context != nullptr ? *context : *default_threading_context(), threads, g, to,
+                       src, dst);
 }
 
 }  // namespace
 
 void permute_to_token_major(const VideoGeometry& geometry, const TensorView& src,
-                            const MutableTensorView& dst, int threads) {
-  permute_shared(geometry, TokenOrder::kTokenMajor, src, dst, threads);
+                            const MutableTensorView& dst, int threads, ThreadingContext* context) {
+  permute_on(geometry, TokenOrder::kTokenMajor, src, dst, threads, context);
 }
 
 void permute_to_frame_major(const VideoGeometry& geometry, const TensorView& src,
-                            const MutableTensorView& dst, int threads) {
-  permute_shared(geometry, TokenOrder::kFrameMajor, src, dst, threads);
+                            const MutableTensorView& dst, int threads, ThreadingContext* context) {
+  permute_on(geometry, TokenOrder::kFrameMajor, src, dst, threads, context);
 }
 
 }  // namespace tilesplash

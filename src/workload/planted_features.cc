@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "runtime/thread_pool.h"
 #include "workload/random_streams.h"
 
 namespace tilesplash::detail {
@@ -35,7 +34,8 @@ std::int64_t planted_object(std::uint64_t head_key, std::int64_t video_index,
 }
 
 PlantedFeatures::PlantedFeatures(const VideoGeometry& geometry, const WorkloadOptions& options,
-                                 PlantedHead kind, std::uint64_t head_key, int threads)
+                                 PlantedHead kind, std::uint64_t head_key,
+                                 ThreadingContext& context, int threads)
     : geometry_(geometry), options_(options), head_key_(head_key), d_(options.head_dim) {
   switch (kind) {
     case PlantedHead::kSpatial:
@@ -61,12 +61,12 @@ PlantedFeatures::PlantedFeatures(const VideoGeometry& geometry, const WorkloadOp
   if (static_cast<int>(frame_) + patch_ + object_ + decay_ == 2) {
     mix_ = static_cast<float>(1.0 / std::sqrt(2.0));
   }
-  if (frame_ || patch_) frame_and_patch_features(threads);
+  if (frame_ || patch_) frame_and_patch_features(context, threads);
   if (object_) object_features();
   if (decay_) frequencies();
 }
 
-void PlantedFeatures::frame_and_patch_features(int threads) {
+void PlantedFeatures::frame_and_patch_features(ThreadingContext& context, int threads) {
   const std::int64_t frames = geometry_.frames, patches = geometry_.tokens_per_frame(), d = d_;
   const auto stream = [&](std::uint64_t s) { return Gaussian(hash_combine(head_key_, s)); };
   const double inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(d));
@@ -86,8 +86,7 @@ void PlantedFeatures::frame_and_patch_features(int threads) {
     }
     normalise(e, d);
   }
-  runtime::ThreadPool pool;
-  pool.run(threads, (patches + kChunkRows - 1) / kChunkRows, [&](std::int64_t chunk, int) {
+  context.run(threads, (patches + kChunkRows - 1) / kChunkRows, [&](std::int64_t chunk, int) {
     for (std::int64_t p = chunk * kChunkRows; p < std::min(patches, (chunk + 1) * kChunkRows);
          ++p) {
       stream(kPatchStream).fill(static_cast<std::uint64_t>(p), &patch_features_[p * d], d, 1.0);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "tilesplash/threading.h"
 #include "tilesplash/video.h"
 #include "tilesplash/workload.h"
 
@@ -17,13 +18,13 @@ class PlantedFeatures {
  public:
   // head_key: the head's random key; features come from its own streams.
   PlantedFeatures(const VideoGeometry& geometry, const WorkloadOptions& options, PlantedHead kind,
-                  std::uint64_t head_key, int threads);
+                  std::uint64_t head_key, ThreadingContext& context, int threads);
 
   // out[0, d) = the feature of video token `video_index` (frame-major, from 0).
   void feature(std::int64_t video_index, float* out) const;
 
  private:
-  void frame_and_patch_features(int threads);
+  void frame_and_patch_features(ThreadingContext& context, int threads);
   void object_features();
   void frequencies();
 

@@ -9,7 +9,6 @@
 #include <utility>
 
 #include "masks/mask_util.h"
-#include "runtime/thread_pool.h"
 #include "workload/planted_features.h"
 #include "workload/random_streams.h"
 
@@ -124,7 +123,8 @@ PlantedHead parse_planted_head(std::string_view name) {
                               names + ")");
 }
 
-VideoWorkload::VideoWorkload(const VideoGeometry& geometry, WorkloadOptions options)
+VideoWorkload::VideoWorkload(const VideoGeometry& geometry, WorkloadOptions options,
+                             ThreadingContext* context)
     : geometry_(geometry), options_(std::move(options)) {
   check(geometry_, options_);
   planted_ = assign_kinds(options_);
@@ -137,9 +137,8 @@ VideoWorkload::VideoWorkload(const VideoGeometry& geometry, WorkloadOptions opti
       bits16_[t].resize(total);
     }
   }
-  runtime::ThreadPool pool;
-  const int threads =
-      options_.threads > 0 ? options_.threads : runtime::ThreadPool::hardware_threads();
+  ThreadingContext& threading = context != nullptr ? *context : *default_threading_context();
+  const int threads = threading.resolve(options_.threads);
   const IndexRange video = geometry_.video_range();
   const double inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(d));
 
@@ -150,13 +149,13 @@ VideoWorkload::VideoWorkload(const VideoGeometry& geometry, WorkloadOptions opti
       return Gaussian(detail::hash_combine(head_key, s));
     };
     const PlantedHead kind = planted_[static_cast<std::size_t>(h)];
-    const detail::PlantedFeatures features(geometry_, options_, kind, head_key, threads);
+    const detail::PlantedFeatures features(geometry_, options_, kind, head_key, threading, threads);
     const double sharpness =
         options_.sharpness * (kind == PlantedHead::kAmbiguous ? kAmbiguousSharpness : 1.0);
     const float amplitude =
         static_cast<float>(std::sqrt(sharpness * std::sqrt(static_cast<double>(d))));
     const double noise = options_.noise * inv_sqrt_d;
-    pool.run(threads, (n + kChunkRows - 1) / kChunkRows, [&](std::int64_t chunk, int) {
+    threading.run(threads, (n + kChunkRows - 1) / kChunkRows, [&](std::int64_t chunk, int) {
       std::vector<float> row(static_cast<std::size_t>(d));
       std::vector<float> feature(static_cast<std::size_t>(d));
       for (std::int64_t r = chunk * kChunkRows; r < std::min(n, (chunk + 1) * kChunkRows); ++r) {
