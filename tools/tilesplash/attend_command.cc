@@ -28,6 +28,7 @@
 #include "tilesplash/plan_cache.h"
 #include "tilesplash/routing.h"
 #include "tilesplash/tensor_io.h"
+#include "tilesplash/threading.h"
 #include "tilesplash/video.h"
 
 namespace tilesplash::cli {
@@ -178,6 +179,7 @@ void run_attend(const AttendOptions& options) {
     progress.advance(count * qd.heads);
   };
   auto head_rows = nlohmann::ordered_json::array();
+  const auto context = std::make_shared<ThreadingContext>(static_cast<int>(options.threads));
   if (mask) {
     MaskedAttentionOptions masked;
     masked.attention = attention_options;
@@ -186,7 +188,7 @@ void run_attend(const AttendOptions& options) {
     PlanCache plans;
     masked.plans = &plans;
     masked.progress = advance;
-    AttentionRunner runner;
+    AttentionRunner runner(context);
     const MaskedAttentionResult result = masked_attention(runner, *mask, args, masked);
     record["mask"] = mask->to_string();
     record["density"] = result.plan->stats().density;
@@ -200,7 +202,7 @@ void run_attend(const AttendOptions& options) {
     video_options.blocks = blocks;
     video_options.threads = static_cast<int>(options.threads);
     video_options.scale = attention_options.scale;
-    VideoAttention attention(*geometry, video_options);
+    VideoAttention attention(*geometry, video_options, context);
     record["route"] = geometry->to_string();
     record["method"] = options.method.empty() ? "svg" : options.method;
     record["band"] = attention.band();

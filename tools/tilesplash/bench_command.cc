@@ -17,7 +17,6 @@
 #include <random>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "commands.h"
@@ -31,6 +30,7 @@
 #include "tilesplash/peak.h"
 #include "tilesplash/plan.h"
 #include "tilesplash/tensor.h"
+#include "tilesplash/threading.h"
 #include "tilesplash/tuning.h"
 
 namespace tilesplash::cli {
@@ -144,9 +144,9 @@ std::array<double, 3> time_mask_modes(AttentionRunner& runner, const TilePlan& p
 void run_bench(const BenchOptions& options) {
   const std::int64_t kv_len = options.kv_len > 0 ? options.kv_len : options.q_len;
   const DType dtype = *parse_dtype(options.dtype);
-  const int threads = options.threads > 0
-                          ? static_cast<int>(options.threads)
-                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // One threading context for the whole command: workload, runners, peak.
+  const auto context = std::make_shared<ThreadingContext>(static_cast<int>(options.threads));
+  const int threads = context->threads();
   check_fits_in_memory(options, kv_len, dtype);
 
   const Mask mask = parse_mask_spec(options.mask);
@@ -179,9 +179,9 @@ void run_bench(const BenchOptions& options) {
   // The peak is measured before and after the timed runs and the higher one
   // kept: a peak is an upper bound, and another process on the machine can
   // spoil either measurement but rarely both.
-  const PeakMeasurement before = measure_peak(dtype, threads);
+  const PeakMeasurement before = measure_peak(dtype, threads, 0.2, context.get());
 
-  AttentionRunner runner;
+  AttentionRunner runner(context);
   std::optional<std::array<double, 3>> modes;
   std::optional<Timing> timing;
   if (options.ablation == "mask") {
@@ -191,7 +191,7 @@ void run_bench(const BenchOptions& options) {
   }
   const double seconds =
       modes ? (*modes)[static_cast<std::size_t>(attention.mask_mode)] : timing->seconds;
-  const PeakMeasurement after = measure_peak(dtype, threads);
+  const PeakMeasurement after = measure_peak(dtype, threads, 0.2, context.get());
   const double peak = std::max(before.gflops, after.gflops);
   const double cpu_peak = std::max(before.cpu_gflops, after.cpu_gflops);
   const PlanStats& stats = plan.stats();

@@ -17,7 +17,6 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "commands.h"
@@ -25,6 +24,7 @@
 #include "report.h"
 #include "tilesplash/attention.h"
 #include "tilesplash/routing.h"
+#include "tilesplash/threading.h"
 #include "tilesplash/video.h"
 #include "tilesplash/workload.h"
 
@@ -127,9 +127,9 @@ void run_compare(const CompareOptions& options) {
   const std::int64_t head_dim =
       options.head_dim > 0 ? options.head_dim : (preset ? preset->head_dim : 128);
   const DType dtype = *parse_dtype(options.dtype);
-  const int threads = options.threads > 0
-                          ? static_cast<int>(options.threads)
-                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // One threading context for the whole command: workload, runners, peak.
+  const auto context = std::make_shared<ThreadingContext>(static_cast<int>(options.threads));
+  const int threads = context->threads();
   std::vector<PlantedHead> planted;
   if (options.planted.empty()) {
     planted.assign(planted_heads().begin(), planted_heads().end());
@@ -162,7 +162,7 @@ void run_compare(const CompareOptions& options) {
   workload_options.seed = options.seed;
   workload_options.planted = planted;
   workload_options.threads = threads;
-  const VideoWorkload workload(geometry, workload_options);
+  const VideoWorkload workload(geometry, workload_options, context.get());
   const std::int64_t n = geometry.tokens(), heads = workload.heads();
   const std::size_t head_size = static_cast<std::size_t>(n * head_dim);
   const auto args = [&](std::vector<float>& out) {
@@ -186,7 +186,7 @@ void run_compare(const CompareOptions& options) {
   std::vector<float> dense_out, out;
   VideoAttentionOptions dense_options = configure({});
   dense_options.force = HeadMask::kDense;
-  VideoAttention dense_attention(geometry, dense_options);
+  VideoAttention dense_attention(geometry, dense_options, context);
   std::vector<HeadTimes> dense_times;
   LayerReport cold;
   run_timed(dense_attention, args(dense_out), options.repeats, dense_times, &cold);
@@ -225,7 +225,7 @@ void run_compare(const CompareOptions& options) {
       // Routing picks among candidates at the density asked for (radial's
       // floor and sta's coarse windows can sit far above it).
       attention_options.density_budget = std::min(1.0, kBudgetSlack * density);
-      VideoAttention attention(geometry, attention_options);
+      VideoAttention attention(geometry, attention_options, context);
       std::vector<HeadTimes> times;
       const LayerReport report = run_timed(attention, args(out), options.repeats, times, &cold);
       for (std::int64_t h = 0; h < heads; ++h) {

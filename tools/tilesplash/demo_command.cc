@@ -16,7 +16,6 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "commands.h"
@@ -29,6 +28,7 @@
 #include "tilesplash/output_set.h"
 #include "tilesplash/plan.h"
 #include "tilesplash/routing.h"
+#include "tilesplash/threading.h"
 #include "tilesplash/video.h"
 #include "tilesplash/video_plan.h"
 #include "tilesplash/workload.h"
@@ -90,9 +90,9 @@ void run_demo(const DemoOptions& options) {
       options.geometry.empty() ? preset.geometry : parse_video_geometry(options.geometry);
   geometry.validate();
   const std::int64_t n = geometry.tokens(), d = preset.head_dim, heads = options.heads;
-  const int threads = options.threads > 0
-                          ? static_cast<int>(options.threads)
-                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // One threading context for the whole command: workload, runners, peak.
+  const auto context = std::make_shared<ThreadingContext>(static_cast<int>(options.threads));
+  const int threads = context->threads();
   const std::string png_path =
       options.png_dir.empty() ? std::string()
                               : (std::filesystem::path(options.png_dir) / "band-plan.png").string();
@@ -116,7 +116,7 @@ void run_demo(const DemoOptions& options) {
   workload_options.dtype = DType::kBF16;
   workload_options.seed = options.seed;
   workload_options.threads = threads;
-  const VideoWorkload workload(geometry, workload_options);
+  const VideoWorkload workload(geometry, workload_options, context.get());
   progress.advance();
 
   VideoAttentionOptions attention_options;
@@ -124,6 +124,7 @@ void run_demo(const DemoOptions& options) {
   attention_options.threads = threads;
   attention_options.router.seed = options.seed;
   DenseComparisonOptions compare;
+  compare.context = context;
   compare.head_by_head = true;  // a progress step per head
   compare.on_head = [&](std::int64_t head, bool dense) {
     progress.advance();

@@ -15,7 +15,6 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "commands.h"
@@ -25,6 +24,7 @@
 #include "tilesplash/evaluation.h"
 #include "tilesplash/kernel_limits.h"
 #include "tilesplash/routing.h"
+#include "tilesplash/threading.h"
 #include "tilesplash/video.h"
 #include "tilesplash/workload.h"
 
@@ -90,9 +90,9 @@ void run_route(const RouteOptions& options) {
   const std::int64_t head_dim =
       options.head_dim > 0 ? options.head_dim : (preset ? preset->head_dim : 128);
   const DType dtype = *parse_dtype(options.dtype);
-  const int threads = options.threads > 0
-                          ? static_cast<int>(options.threads)
-                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // One threading context for the whole command: workload, runners, peak.
+  const auto context = std::make_shared<ThreadingContext>(static_cast<int>(options.threads));
+  const int threads = context->threads();
 
   VideoAttentionOptions attention_options;
   attention_options.density = options.density;
@@ -114,10 +114,11 @@ void run_route(const RouteOptions& options) {
   workload_options.dtype = dtype;
   workload_options.seed = options.seed;
   workload_options.threads = threads;
-  const VideoWorkload workload(geometry, workload_options);
+  const VideoWorkload workload(geometry, workload_options, context.get());
 
   const std::int64_t n = geometry.tokens(), heads = options.heads;
   DenseComparisonOptions compare;
+  compare.context = context;
   compare.layer = options.layer;
   compare.step = options.step;
   compare.compare_dense = options.compare_dense;
