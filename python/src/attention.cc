@@ -1,7 +1,8 @@
 // tilesplash._core.attention(): masked_attention (batched_attention.h) on
-// the caller's arrays, with the GIL released and one kernel runner (threads
-// and workspaces) per calling thread, so Python threads can run attention
-// side by side.
+// the caller's arrays, with the GIL released. Without a context each calling
+// thread has its own kernel runner and its own private threading context, so
+// Python threads run attention side by side; with one, the call borrows a
+// runner on that context (threading_context.h).
 #include "tilesplash/attention.h"
 
 #include <nanobind/nanobind.h>
@@ -14,6 +15,7 @@
 #include <string>
 
 #include "bindings.h"
+#include "threading_context.h"
 #include "tilesplash/batched_attention.h"
 
 namespace tilesplash::python {
@@ -25,7 +27,8 @@ void bind_attention(nb::module_& m) {
       [](const TensorDesc& q, const TensorDesc& k, const TensorDesc& v, const TensorDesc& out,
          std::uintptr_t lse, const std::string& layout, const Mask& mask,
          std::optional<float> scale, std::optional<std::int64_t> block_q,
-         std::optional<std::int64_t> block_kv, int threads, bool check_finite) {
+         std::optional<std::int64_t> block_kv, int threads, bool check_finite,
+         PyThreadingContext* context) {
         const LayoutArgs args = layout_args(q, k, v, out, lse, layout);
         MaskedAttentionOptions options;
         options.attention.scale = scale;
@@ -36,8 +39,13 @@ void bind_attention(nb::module_& m) {
         MaskedAttentionResult result;
         {
           nb::gil_scoped_release release;
-          thread_local AttentionRunner runner;
-          result = masked_attention(runner, mask, args, options);
+          if (context != nullptr) {
+            PyThreadingContext::Lease lease(*context);
+            result = masked_attention(lease.runner(), mask, args, options);
+          } else {
+            thread_local AttentionRunner runner;
+            result = masked_attention(runner, mask, args, options);
+          }
         }
         nb::dict info;
         info["block_q"] = result.blocks.block_q;
@@ -47,7 +55,7 @@ void bind_attention(nb::module_& m) {
         return info;
       },
       "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "layout"_a, "mask"_a, "scale"_a.none(),
-      "block_q"_a.none(), "block_kv"_a.none(), "threads"_a, "check_finite"_a);
+      "block_q"_a.none(), "block_kv"_a.none(), "threads"_a, "check_finite"_a, "context"_a.none());
   m.def(
       "reads_in_place",
       [](const TensorDesc& tensor, const std::string& layout) {

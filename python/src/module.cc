@@ -88,6 +88,7 @@ NB_MODULE(_core, m) {
   m.def("active_isa", &active_isa,
         "The SIMD target the kernel runs (avx512bf16, avx512, avx2, generic).");
   m.def("available_isas", &available_isas, "SIMD targets this CPU can run, best first.");
+  python::bind_threading(m);
   python::bind_mask(m);
   python::bind_video(m);
   python::bind_plan(m);

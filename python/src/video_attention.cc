@@ -1,7 +1,8 @@
 // tilesplash._core.VideoAttention: the routing front door (routing.h) on the
 // caller's arrays. Tile sizes depend on the head dim and dtype, which only a
 // call reveals, so one library VideoAttention is kept per (head dim, dtype)
-// with choose_video_blocks() tiles unless the caller fixed them. A mutex
+// with choose_video_blocks() tiles unless the caller fixed them, all of them on
+// one threading context (the caller's, or the object's own). A mutex
 // serialises calls (a front door serves one call at a time); it is taken
 // after the GIL is released, so a waiting thread never blocks the interpreter.
 #include <nanobind/nanobind.h>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "threading_context.h"
 #include "tilesplash/batched_attention.h"
 #include "tilesplash/routing.h"
 #include "tilesplash/video_plan.h"
@@ -45,10 +47,13 @@ nb::object number_or_none(double value) {
 class PyVideoAttention {
  public:
   PyVideoAttention(const VideoGeometry& geometry, VideoAttentionOptions options,
-                   std::optional<std::int64_t> block_q, std::optional<std::int64_t> block_kv)
-      : block_q_(block_q), block_kv_(block_kv) {
+                   std::optional<std::int64_t> block_q, std::optional<std::int64_t> block_kv,
+                   std::shared_ptr<ThreadingContext> context)
+      : block_q_(block_q),
+        block_kv_(block_kv),
+        context_(context ? std::move(context) : std::make_shared<ThreadingContext>()) {
     // Validates the geometry and options now, and fixes the band.
-    probe_ = std::make_unique<VideoAttention>(geometry, std::move(options));
+    probe_ = std::make_unique<VideoAttention>(geometry, std::move(options), context_);
   }
 
   const VideoGeometry& geometry() const { return probe_->geometry(); }
@@ -100,13 +105,13 @@ class PyVideoAttention {
     if (!block_q_ || !block_kv_) {
       const BlockChoice choice =
           choose_video_blocks(probe_->geometry(), probe_->band(), {options.sink, options.text_full},
-                              head_dim, dtype, options.threads);
+                              head_dim, dtype, context_->resolve(options.threads));
       options.blocks = choice.blocks;
       entry.tuned = choice.from_cache;
     }
     if (block_q_) options.blocks.block_q = *block_q_;
     if (block_kv_) options.blocks.block_kv = *block_kv_;
-    entry.attention = std::make_unique<VideoAttention>(probe_->geometry(), options);
+    entry.attention = std::make_unique<VideoAttention>(probe_->geometry(), options, context_);
     return entries_.emplace(key, std::move(entry)).first->second;
   }
 
@@ -154,6 +159,7 @@ class PyVideoAttention {
 
   std::optional<std::int64_t> block_q_;
   std::optional<std::int64_t> block_kv_;
+  std::shared_ptr<ThreadingContext> context_;
   std::unique_ptr<VideoAttention> probe_;
   std::map<std::pair<std::int64_t, DType>, Entry> entries_;
   std::mutex mutex_;
@@ -170,7 +176,8 @@ void bind_video_attention(nb::module_& m) {
              std::optional<std::int64_t> band, bool sink, bool text_full, std::int64_t dense_layers,
              std::int64_t dense_steps, std::int64_t samples, std::uint64_t seed,
              std::optional<std::string> force, int threads, std::optional<std::int64_t> block_q,
-             std::optional<std::int64_t> block_kv, std::optional<float> scale) {
+             std::optional<std::int64_t> block_kv, std::optional<float> scale,
+             PyThreadingContext* context) {
             VideoAttentionOptions options;
             options.density = density;
             options.band = band;
@@ -182,11 +189,12 @@ void bind_video_attention(nb::module_& m) {
             options.threads = threads;
             options.scale = scale;
             check_block_sizes(block_q, block_kv);
-            new (self) PyVideoAttention(geometry, std::move(options), block_q, block_kv);
+            new (self) PyVideoAttention(geometry, std::move(options), block_q, block_kv,
+                                        context != nullptr ? context->context() : nullptr);
           },
           "geometry"_a, "density"_a, "band"_a.none(), "sink"_a, "text_full"_a, "dense_layers"_a,
           "dense_steps"_a, "samples"_a, "seed"_a, "force"_a.none(), "threads"_a, "block_q"_a.none(),
-          "block_kv"_a.none(), "scale"_a.none())
+          "block_kv"_a.none(), "scale"_a.none(), "context"_a.none())
       .def_prop_ro("geometry", &PyVideoAttention::geometry)
       .def_prop_ro("band", &PyVideoAttention::band)
       .def("mask", &PyVideoAttention::mask, "choice"_a)

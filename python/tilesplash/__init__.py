@@ -19,12 +19,14 @@ from ._attention import TilePlan, attention, plan, set_plan_cache_capacity
 from ._core import VideoGeometry, active_isa, available_isas, presets
 from ._core import clear_plan_cache, plan_cache_stats
 from ._mask import Mask
+from ._threading import ThreadingContext, hardware_threads
 from ._video import VideoAttention
 
 __version__ = _core.LIBRARY_VERSION
 
 __all__ = [
     "Mask",
+    "ThreadingContext",
     "TilePlan",
     "VideoAttention",
     "VideoGeometry",
@@ -32,6 +34,7 @@ __all__ = [
     "attention",
     "available_isas",
     "clear_plan_cache",
+    "hardware_threads",
     "plan",
     "plan_cache_stats",
     "presets",

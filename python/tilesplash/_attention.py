@@ -6,6 +6,7 @@ import numpy as np
 
 from . import _core
 from ._mask import Mask, as_mask
+from ._threading import ThreadingContext, check_context, core_of, handle_of
 from ._tensors import (
     INT32_MAX,
     call_arrays,
@@ -18,7 +19,7 @@ from ._tensors import (
 
 
 def attention(q, k, v, *, mask="dense", layout="bhnd", scale=None, return_lse=False,
-              block_q=None, block_kv=None, threads=0):
+              block_q=None, block_kv=None, threads=0, context=None):
     """Block-sparse attention softmax(scale * q k^T, masked) v.
 
     q, k, v: NumPy arrays or PyTorch CPU tensors, all of one kind and one dtype
@@ -32,7 +33,10 @@ def attention(q, k, v, *, mask="dense", layout="bhnd", scale=None, return_lse=Fa
     mask: a SPEC string (as the CLI's --mask) or a tilesplash.Mask; it applies
     to the sequence indices (q row, k row). scale defaults to 1/sqrt(d).
     block_q / block_kv: tile sizes; by default the tuned choice for this shape
-    (`tilesplash tune`), else 256 x 256. threads: 0 uses every core.
+    (`tilesplash tune`), else 256 x 256. threads: 0 uses every core (or the
+    context's thread count). context: a tilesplash.ThreadingContext to run on;
+    None: the calling Python thread's own runner and workers, so calls from
+    different threads run side by side either way.
 
     Returns the output with q's type (numpy in, numpy out; torch in, torch
     out), dtype and layout, [.., d_v]; with return_lse=True a pair (out, lse),
@@ -53,20 +57,24 @@ def attention(q, k, v, *, mask="dense", layout="bhnd", scale=None, return_lse=Fa
     block_q = check_int(block_q, "block_q", 1, allow_none=True)
     block_kv = check_int(block_kv, "block_kv", 1, allow_none=True)
     threads = check_int(threads, "threads", 0, maximum=INT32_MAX)
+    context = check_context(context)
     if kind == "torch":
         from ._torch_ops import attention_op
 
-        out, lse = attention_op(q, k, v, mask._spec, layout, scale, block_q, block_kv, threads)
+        out, lse = attention_op(q, k, v, mask._spec, layout, scale, block_q, block_kv, threads,
+                                handle_of(context))
     else:
-        out, lse = run_attention("numpy", q, k, v, layout, mask, scale, block_q, block_kv, threads)
+        out, lse = run_attention("numpy", q, k, v, layout, mask, scale, block_q, block_kv, threads,
+                                 context)
     return (out, lse) if return_lse else out
 
 
-def run_attention(kind, q, k, v, layout, mask: Mask, scale, block_q, block_kv, threads):
+def run_attention(kind, q, k, v, layout, mask: Mask, scale, block_q, block_kv, threads,
+                  context: ThreadingContext | None = None):
     """The core call on checked arguments: (out, lse), new arrays of q's kind."""
     descs, lse_address, out, lse, held = call_arrays(kind, q, k, v, layout)
     _core.attention(*descs, lse_address, layout, mask._core, scale, block_q, block_kv, threads,
-                    True)
+                    True, core_of(context))
     del held  # copies of odd views stay alive until the core has returned
     return out, lse
 

@@ -5,6 +5,8 @@ traces a model that calls tilesplash.attention into a graph with this op as
 one opaque node whose output shapes come from the fake, and runs the real
 kernel at run time, so compiled and eager give the same result. Imported only
 when a torch tensor reaches tilesplash (or torch was imported before it).
+`context` is a tilesplash.ThreadingContext's handle (0: none), since an op's
+schema holds no Python objects.
 """
 
 from __future__ import annotations
@@ -15,19 +17,21 @@ import torch
 
 from ._attention import run_attention
 from ._mask import as_mask
+from ._threading import from_handle
 from ._tensors import batch_heads_len, check_layout, check_qkv, out_shape
 
 
 @torch.library.custom_op("tilesplash::attention", mutates_args=(), device_types="cpu")
 def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: str, layout: str,
                  scale: Optional[float], block_q: Optional[int], block_kv: Optional[int],
-                 threads: int) -> tuple[torch.Tensor, torch.Tensor]:
+                 threads: int, context: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     check_qkv(q, k, v, check_layout(layout))  # again: the op can be called directly
-    return run_attention("torch", q, k, v, layout, as_mask(mask), scale, block_q, block_kv, threads)
+    return run_attention("torch", q, k, v, layout, as_mask(mask), scale, block_q, block_kv, threads,
+                         from_handle(context))
 
 
 @attention_op.register_fake
-def _attention_fake(q, k, v, mask, layout, scale, block_q, block_kv, threads):
+def _attention_fake(q, k, v, mask, layout, scale, block_q, block_kv, threads, context=0):
     check_qkv(q, k, v, check_layout(layout))  # shape errors surface while tracing
     out = q.new_empty(out_shape(q, v))
     lse = q.new_empty(batch_heads_len(q, layout), dtype=torch.float32)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from . import _core
 from ._mask import Mask
+from ._threading import check_context, core_of
 from ._tensors import (
     INT32_MAX,
     call_arrays,
@@ -29,17 +30,20 @@ class VideoAttention:
     density: target density of both masks (sink and text included), used when
     `band` (half-width in tokens) is not given. sink: keep frame 0's keys for
     every video query (Wan); text_full: text rows and columns attend everything.
-    threads: 0 uses every core. block_q / block_kv: tiles; by default the tuned
+    threads: 0 uses every core (or the context's thread count). context: a
+    tilesplash.ThreadingContext to run on (kernel, permutations, k-means);
+    None: the object's own. block_q / block_kv: tiles; by default the tuned
     choice for this geometry's band plan, head dim and dtype (`tilesplash tune
     --preset ...`), else 256 x 256. scale: default 1/sqrt(d).
 
     One object serves one call at a time (calls from several threads queue);
-    keep it across layers and steps so plans are built once.
+    keep it across layers and steps so plans are built once. Objects with
+    their own contexts run side by side from different threads.
     """
 
     def __init__(self, geometry, *, density=0.25, band=None, sink=False, text_full=True,
                  dense_layers=0, dense_steps=0, samples=64, seed=0, force=None, threads=0,
-                 block_q=None, block_kv=None, scale=None):
+                 block_q=None, block_kv=None, scale=None, context=None):
         if not isinstance(geometry, _core.VideoGeometry):
             raise TypeError(f"geometry: expected a tilesplash.VideoGeometry, got "
                             f"{type(geometry).__name__}")
@@ -54,7 +58,8 @@ class VideoAttention:
             check_int(seed, "seed", 0, maximum=2**64 - 1), force,
             check_int(threads, "threads", 0, maximum=INT32_MAX),
             check_int(block_q, "block_q", 1, allow_none=True),
-            check_int(block_kv, "block_kv", 1, allow_none=True), check_scale(scale))
+            check_int(block_kv, "block_kv", 1, allow_none=True), check_scale(scale),
+            core_of(check_context(context)))
 
     @property
     def geometry(self):

@@ -28,6 +28,8 @@ try:
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError("tilesplash.diffusers needs PyTorch and diffusers: pip install torch diffusers") from error
 
+import tilesplash
+
 from ._processors import ModelKind, model_kinds
 from ._runtime import Runtime, Settings, summarize, summary_table
 
@@ -114,6 +116,7 @@ def enable(
     samples: int = 64,
     process_group=None,
     threads: int = 0,
+    context: tilesplash.ThreadingContext | None = None,
 ) -> TilesplashHandle:
     """Run ``transformer``'s self-attention through tilesplash; returns a handle.
 
@@ -124,7 +127,10 @@ def enable(
     force: None (route each head), "dense", "spatial" or "temporal" (every head).
     samples: query rows sampled per layer call by the router.
     process_group: the sequence-parallel hook; not implemented yet (must be None).
-    threads: kernel threads, 0 for all hardware threads.
+    threads: kernel threads, 0 for all hardware threads (or the context's count).
+    context: a tilesplash.ThreadingContext every layer of this handle runs on;
+        None: the handle's VideoAttention objects own theirs. Handles (or
+        processes, ranks) with their own contexts run side by side.
     """
     if process_group is not None:
         raise NotImplementedError(
@@ -139,6 +145,7 @@ def enable(
         force=_force(force),
         samples=_positive_int(samples, "samples"),
         threads=_non_negative_int(threads, "threads"),
+        context=_context(context),
     )
     for _, name, module in kind.attention_modules(transformer):
         processor = module.processor
@@ -187,6 +194,14 @@ def _integer(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"tilesplash: {name} must be an integer; got {type(value).__name__}")
     return int(value)
+
+
+def _context(context):
+    if context is not None and not isinstance(context, tilesplash.ThreadingContext):
+        raise TypeError(
+            f"tilesplash.diffusers.enable: context must be a tilesplash.ThreadingContext or None, got {type(context).__name__}"
+        )
+    return context
 
 
 def _non_negative_int(value, name: str) -> int:

@@ -30,6 +30,7 @@ class Settings:
     force: str | None
     samples: int
     threads: int
+    context: tilesplash.ThreadingContext | None = None
 
 
 class StepCounter:
@@ -106,6 +107,7 @@ class Runtime:
                 samples=s.samples,
                 force=s.force,
                 threads=s.threads,
+                context=s.context,
             )
             self._layers[geometry_key] = layer
         return layer
