@@ -25,8 +25,10 @@ every rank and compared across ranks before any data moves, so a bad argument
 on one rank makes every rank raise.
 
 The pieces are public so that whole-sequence per-head work (VideoAttention's
-routing, a diffusers processor) can run on head shards: see SequenceShards,
-head_range and UlyssesExchange.
+routing, a diffusers processor) can run on head shards: ulysses_exchange()
+gives the exchange of one sharding (to_heads / to_sequence), head_range()
+maps a rank's local heads to global head indices, SequenceShards says where
+each rank's tokens lie.
 """
 
 from __future__ import annotations
@@ -163,16 +165,6 @@ def _lse_from_bhn(lse, layout):
     return lse[0] if layout == "hnd" else lse
 
 
-def _bytes(x):
-    """The bytes of x in C order as a flat uint8 tensor (a copy only when x is a strided view)."""
-    torch, _ = _torch()
-    return x.contiguous().view(-1).view(torch.uint8)
-
-
-def _from_bytes(buffer, dtype, shape):
-    return buffer.view(dtype).view(shape)
-
-
 @dataclass(frozen=True)
 class _Call:
     """One call's checked arguments, as every rank must agree on them."""
@@ -189,9 +181,10 @@ class _Call:
     dim: int
     v_dim: int
     dtype: object
+    threads: int
 
 
-def _check_local(q, k, v, mask, layout, scale, who) -> _Call:
+def _check_local(q, k, v, mask, layout, scale, threads, who) -> _Call:
     torch, _ = _torch()
     layout = check_layout(layout)
     for name, x in (("q", q), ("k", k), ("v", v)):
@@ -201,6 +194,7 @@ def _check_local(q, k, v, mask, layout, scale, who) -> _Call:
     check_qkv(q, k, v, layout)
     mask = as_mask(mask)
     scale = check_scale(scale)
+    threads = check_int(threads, "threads", 0)
     qb, kb, vb = (_as_bnhd(x, layout) for x in (q, k, v))
     if tuple(kb.shape[:3]) != tuple(qb.shape[:3]) or tuple(vb.shape[:3]) != tuple(qb.shape[:3]):
         raise ValueError(
@@ -210,8 +204,13 @@ def _check_local(q, k, v, mask, layout, scale, who) -> _Call:
         )
     if kb.shape[3] != qb.shape[3]:
         raise ValueError(f"k: head dim must equal q's ({qb.shape[3]}), got {kb.shape[3]}")
+    # The kernel would find a NaN only on the rank that runs it, after the
+    # exchange, and the others would wait for it until the timeout.
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if not bool(torch.isfinite(x).all()):
+            raise ValueError(f"{name}: NaN or Inf in this rank's shard")
     return _Call(qb, kb, vb, layout, mask, scale, int(qb.shape[0]), int(qb.shape[2]),
-                 int(qb.shape[1]), int(qb.shape[3]), int(vb.shape[3]), q.dtype)
+                 int(qb.shape[1]), int(qb.shape[3]), int(vb.shape[3]), q.dtype, threads)
 
 
 _FIELDS = ("batch", "heads", "head dim", "v head dim", "dtype", "layout", "mask", "scale")
@@ -246,8 +245,10 @@ def _agree(ctx: _Group, local: _Call | None, error: Exception | None) -> Sequenc
                 shown = [_DTYPE_CODES[c] for c in column]
             elif field == "layout":
                 shown = [_LAYOUT_CODES[c] for c in column]
-            elif field in ("mask", "scale"):
-                shown = "differs"
+            elif field == "mask":
+                shown = f"they differ (this rank's: {local.mask})"
+            elif field == "scale":
+                shown = f"they differ (this rank's: {local.scale})"
             raise ValueError(f"{ctx.who}: every rank must pass the same {field}; by rank: {shown}")
     shards = SequenceShards(tuple(int(x[1]) for x in values))
     if shards.total == 0:
@@ -256,11 +257,11 @@ def _agree(ctx: _Group, local: _Call | None, error: Exception | None) -> Sequenc
     return shards
 
 
-def _start(q, k, v, mask, layout, scale, group, timeout, who):
+def _start(q, k, v, mask, layout, scale, threads, group, timeout, who):
     ctx = _Group(group, timeout, who)
     local, error = None, None
     try:
-        local = _check_local(q, k, v, mask, layout, scale, who)
+        local = _check_local(q, k, v, mask, layout, scale, threads, who)
     except Exception as caught:  # every rank must reach the gather, or the others wait
         error = caught
     shards = _agree(ctx, local, error)
@@ -274,8 +275,9 @@ class UlyssesExchange:
     shard, all heads) into [batch, N, h_local, d] (the whole sequence for this
     rank's heads, `heads` = global [begin, end)); to_sequence() sends an
     output [batch, N, h_local, dv] (and its LSE [batch, h_local, N]) back as
-    [batch, n_local, H, dv] ([batch, H, n_local]). Tensors travel as bytes, so
-    every dtype works on every backend.
+    [batch, n_local, H, dv] ([batch, H, n_local]). Each tensor is copied once
+    into the send buffer and once out of the receive buffer; the buffers have
+    the tensors' dtype (the LSE travels reinterpreted as that dtype).
     """
 
     def __init__(self, ctx: _Group, shards: SequenceShards, heads: int):
@@ -284,13 +286,13 @@ class UlyssesExchange:
         self.total_heads = heads
         self.heads = head_range(heads, ctx.rank, ctx.size)
 
-    def _all_to_all(self, send_by_rank, recv_sizes, what):
-        """send_by_rank[j]: the uint8 pieces for rank j; recv_sizes[i]: bytes from rank i."""
+    def _head_counts(self):
+        world = self._ctx.size
+        return [b - a for a, b in (head_range(self.total_heads, j, world) for j in range(world))]
+
+    def _all_to_all(self, send, send_sizes, recv_sizes, what):
         torch, dist = _torch()
-        pieces = [p for for_rank in send_by_rank for p in for_rank]
-        send = torch.cat(pieces) if pieces else torch.empty(0, dtype=torch.uint8)
-        recv = torch.empty(sum(recv_sizes), dtype=torch.uint8)
-        send_sizes = [sum(int(p.numel()) for p in for_rank) for for_rank in send_by_rank]
+        recv = torch.empty(sum(recv_sizes), dtype=send.dtype)
         self._ctx.run(what, lambda: dist.all_to_all_single(
             recv, send, recv_sizes, send_sizes, group=self._ctx.group, async_op=True))
         return recv
@@ -298,58 +300,101 @@ class UlyssesExchange:
     def to_heads(self, *tensors):
         """Sequence shards [B, n_local, H, d_i] -> head shards [B, N, h_local, d_i], contiguous."""
         torch, _ = _torch()
-        world = self._ctx.size
-        h0, h1 = self.heads
-        send = []
+        world, rank = self._ctx.size, self._ctx.rank
+        dtype, batch = tensors[0].dtype, int(tensors[0].shape[0])
+        dims = [int(x.shape[3]) for x in tensors]
+        counts = self._head_counts()
+        n_local, h_local = self.shards.sizes[rank], counts[rank]
+        send_sizes = [batch * n_local * counts[j] * sum(dims) for j in range(world)]
+        send = torch.empty(sum(send_sizes), dtype=dtype)
+        offset = 0
         for j in range(world):
             j0, j1 = head_range(self.total_heads, j, world)
-            send.append([_bytes(x[:, :, j0:j1]) for x in tensors])
-        batch = int(tensors[0].shape[0])
-        elem = tensors[0].element_size()
-        dims = [int(x.shape[3]) for x in tensors]
-        recv_sizes = [batch * self.shards.sizes[i] * (h1 - h0) * sum(dims) * elem
-                      for i in range(world)]
-        recv = self._all_to_all(send, recv_sizes, "all_to_all sequence -> heads")
-        pieces = [[] for _ in tensors]
+            for x in tensors:
+                piece = x[:, :, j0:j1]
+                send[offset:offset + piece.numel()].view(piece.shape).copy_(piece)
+                offset += piece.numel()
+        recv_sizes = [batch * self.shards.sizes[i] * h_local * sum(dims) for i in range(world)]
+        recv = self._all_to_all(send, send_sizes, recv_sizes, "all_to_all sequence -> heads")
+        del send
+        outs = [torch.empty(batch, self.shards.total, h_local, d, dtype=dtype) for d in dims]
         offset = 0
         for i in range(world):
-            for t, d in enumerate(dims):
-                shape = (batch, self.shards.sizes[i], h1 - h0, d)
-                count = batch * shape[1] * shape[2] * d * elem
-                pieces[t].append(_from_bytes(recv[offset:offset + count], tensors[t].dtype, shape))
+            b, e = self.shards.range(i)
+            for out, d in zip(outs, dims):
+                count = batch * (e - b) * h_local * d
+                out[:, b:e].copy_(recv[offset:offset + count].view(batch, e - b, h_local, d))
                 offset += count
-        return [torch.cat(p, dim=1) for p in pieces]
+        return outs
 
     def to_sequence(self, out, lse=None):
         """Head shards back: out [B, N, h_local, dv] -> [B, n_local, H, dv]; lse too when given."""
         torch, _ = _torch()
-        world = self._ctx.size
-        batch, dv, elem = int(out.shape[0]), int(out.shape[3]), out.element_size()
-        send = []
+        world, rank = self._ctx.size, self._ctx.rank
+        batch, dv, dtype = int(out.shape[0]), int(out.shape[3]), out.dtype
+        # The float32 LSE rides in the output's dtype: as many elements as its bytes need.
+        lse_factor = 4 // out.element_size()
+        counts = self._head_counts()
+        h_local, n_local = counts[rank], self.shards.sizes[rank]
+
+        def lse_view(buffer, heads, n):
+            return buffer.view(torch.float32).view(batch, heads, n)
+
+        send_sizes = [batch * (e - b) * h_local * (dv + (lse_factor if lse is not None else 0))
+                      for b, e in (self.shards.range(i) for i in range(world))]
+        send = torch.empty(sum(send_sizes), dtype=dtype)
+        offset = 0
         for i in range(world):
             b, e = self.shards.range(i)
-            send.append([_bytes(out[:, b:e])] + ([_bytes(lse[:, :, b:e])] if lse is not None else []))
-        n_local = self.shards.sizes[self._ctx.rank]
-        recv_sizes = []
-        for j in range(world):
-            hj = head_range(self.total_heads, j, world)
-            heads_j = hj[1] - hj[0]
-            size = batch * n_local * heads_j * dv * elem
-            recv_sizes.append(size + (batch * heads_j * n_local * 4 if lse is not None else 0))
-        recv = self._all_to_all(send, recv_sizes, "all_to_all heads -> sequence")
-        outs, lses, offset = [], [], 0
-        for j in range(world):
-            j0, j1 = head_range(self.total_heads, j, world)
-            count = batch * n_local * (j1 - j0) * dv * elem
-            outs.append(_from_bytes(recv[offset:offset + count], out.dtype,
-                                    (batch, n_local, j1 - j0, dv)))
+            count = batch * (e - b) * h_local * dv
+            send[offset:offset + count].view(batch, e - b, h_local, dv).copy_(out[:, b:e])
             offset += count
             if lse is not None:
-                count = batch * (j1 - j0) * n_local * 4
-                lses.append(_from_bytes(recv[offset:offset + count], torch.float32,
-                                        (batch, j1 - j0, n_local)))
+                count = batch * h_local * (e - b) * lse_factor
+                lse_view(send[offset:offset + count], h_local, e - b).copy_(lse[:, :, b:e])
                 offset += count
-        return torch.cat(outs, dim=2), (torch.cat(lses, dim=1) if lse is not None else None)
+        recv_sizes = [batch * n_local * counts[j] * (dv + (lse_factor if lse is not None else 0))
+                      for j in range(world)]
+        recv = self._all_to_all(send, send_sizes, recv_sizes, "all_to_all heads -> sequence")
+        del send
+        result = torch.empty(batch, n_local, self.total_heads, dv, dtype=dtype)
+        result_lse = (torch.empty(batch, self.total_heads, n_local, dtype=torch.float32)
+                      if lse is not None else None)
+        offset = 0
+        for j in range(world):
+            j0, j1 = head_range(self.total_heads, j, world)
+            count = batch * n_local * (j1 - j0) * dv
+            result[:, :, j0:j1].copy_(recv[offset:offset + count].view(batch, n_local, j1 - j0, dv))
+            offset += count
+            if lse is not None:
+                count = batch * (j1 - j0) * n_local * lse_factor
+                result_lse[:, j0:j1].copy_(lse_view(recv[offset:offset + count], j1 - j0, n_local))
+                offset += count
+        return result, result_lse
+
+
+def ulysses_exchange(local_len: int, heads: int, *, group=None, timeout=None) -> UlyssesExchange:
+    """The Ulysses exchange of this rank's shard of `local_len` tokens, `heads` heads.
+
+    Every rank of the group calls it (one all_gather of the shard lengths;
+    all ranks must give the same `heads`). For code that runs per-head work
+    other than plain attention over the whole sequence, with the same
+    sharding as ulysses_attention: exchange.to_heads(q, k, v), work on
+    global heads exchange.heads, exchange.to_sequence(out).
+    """
+    torch, dist = _torch()
+    who = "tilesplash.distributed.ulysses_exchange"
+    ctx = _Group(group, timeout, who)
+    local_len = check_int(local_len, "local_len", 0)
+    heads = check_int(heads, "heads", 1)
+    mine = torch.tensor([local_len, heads], dtype=torch.int64)
+    rows = [torch.empty_like(mine) for _ in range(ctx.size)]
+    ctx.run("all_gather of the shard lengths",
+            lambda: dist.all_gather(rows, mine, group=ctx.group, async_op=True))
+    if len({int(x[1]) for x in rows}) > 1:
+        raise ValueError(f"{who}: every rank must pass the same heads; by rank: "
+                         f"{[int(x[1]) for x in rows]}")
+    return UlyssesExchange(ctx, SequenceShards(tuple(int(x[0]) for x in rows)), heads)
 
 
 def ulysses_attention(q, k, v, *, mask="dense", layout="bnhd", group=None, scale=None,
@@ -371,8 +416,8 @@ def ulysses_attention(q, k, v, *, mask="dense", layout="bnhd", group=None, scale
     kernel over the same whole sequence, only on another rank.
     """
     who = "tilesplash.distributed.ulysses_attention"
-    ctx, call, shards = _start(q, k, v, mask, layout, scale, group, timeout, who)
-    threads = check_int(threads, "threads", 0)
+    ctx, call, shards = _start(q, k, v, mask, layout, scale, threads, group, timeout, who)
+    threads = call.threads
     if ctx.size == 1 or shards.total == 0:
         return _single(call, return_lse, threads)
     exchange = UlyssesExchange(ctx, shards, call.heads)
@@ -409,16 +454,20 @@ def ring_attention(q, k, v, *, mask="dense", layout="bnhd", group=None, scale=No
     so the result may differ from one process by a rounding of that dtype.
     """
     who = "tilesplash.distributed.ring_attention"
-    ctx, call, shards = _start(q, k, v, mask, layout, scale, group, timeout, who)
-    threads = check_int(threads, "threads", 0)
+    ctx, call, shards = _start(q, k, v, mask, layout, scale, threads, group, timeout, who)
+    threads = call.threads
     if ctx.size == 1 or shards.total == 0:
         return _single(call, return_lse, threads)
     torch, dist = _torch()
     rank, world, total = ctx.rank, ctx.size, shards.total
     q0, q1 = shards.range(rank)
-    kv_bytes = [call.batch * n * call.heads * (call.dim + call.v_dim) * call.k.element_size()
-                for n in shards.sizes]
-    current = torch.cat([_bytes(call.k), _bytes(call.v)])
+    def k_part(n):  # K first, then V, in one buffer of the inputs' dtype
+        return call.batch * n * call.heads * call.dim
+
+    kv_size = [call.batch * n * call.heads * (call.dim + call.v_dim) for n in shards.sizes]
+    current = torch.empty(kv_size[rank], dtype=call.dtype)
+    current[:k_part(q1 - q0)].view(call.k.shape).copy_(call.k)
+    current[k_part(q1 - q0):].view(call.v.shape).copy_(call.v)
     acc_out, acc_lse = None, None
     for step in range(world):
         src = (rank - step) % world
@@ -426,9 +475,9 @@ def ring_attention(q, k, v, *, mask="dense", layout="bnhd", group=None, scale=No
         if step < world - 1:
             # Shard src goes on to rank + 1, which at this step receives exactly it;
             # shard src - 1 arrives from rank - 1 for the next step.
-            incoming = torch.empty(kv_bytes[(src - 1) % world], dtype=torch.uint8)
+            incoming = torch.empty(kv_size[(src - 1) % world], dtype=call.dtype)
             ops = []
-            if kv_bytes[src]:
+            if kv_size[src]:
                 ops.append(dist.P2POp(dist.isend, current, ctx.global_rank((rank + 1) % world),
                                       ctx.group))
             if incoming.numel():
@@ -439,10 +488,8 @@ def ring_attention(q, k, v, *, mask="dense", layout="bnhd", group=None, scale=No
         k0, k1 = shards.range(src)
         if q1 > q0 and k1 > k0 and call.mask.classify((q0, q1), (k0, k1)) != 0:
             n_src = k1 - k0
-            split = call.batch * n_src * call.heads * call.dim * call.k.element_size()
-            ks = _from_bytes(current[:split], call.dtype, (call.batch, n_src, call.heads, call.dim))
-            vs = _from_bytes(current[split:], call.dtype,
-                             (call.batch, n_src, call.heads, call.v_dim))
+            ks = current[:k_part(n_src)].view(call.batch, n_src, call.heads, call.dim)
+            vs = current[k_part(n_src):].view(call.batch, n_src, call.heads, call.v_dim)
             out, lse = attention(call.q, ks, vs, mask=call.mask, layout="bnhd", scale=call.scale,
                                  return_lse=True, threads=threads, q_offset=q0, kv_offset=k0,
                                  q_total=total, kv_total=total)

@@ -132,8 +132,9 @@ def bad_argument_on_one_rank(rank, world, scheme, what):
             mask = "causal"
         elif what == "heads":
             q, k, v = q[:, :, :3], k[:, :, :3], v[:, :, :3]
-        elif what == "video_length":
-            pass
+        elif what == "nan":
+            q = q.clone()
+            q[0, 0, 0, 0] = float("nan")
     if what == "video_length":
         mask = f"spatial:{VIDEO},band=4"  # 60 tokens, but the shards add up to 101
     try:
@@ -142,3 +143,42 @@ def bad_argument_on_one_rank(rank, world, scheme, what):
         return type(error).__name__, str(error)
     return None, "no error"
 
+
+
+def subgroup(rank, world):
+    """Ranks 0 and 2 of 3 run both schemes in a subgroup; rank 1 stays out.
+    Ring peers are the subgroup's neighbours, addressed by their global ranks."""
+    import torch.distributed as dist
+
+    group = dist.new_group([0, 2])
+    if rank == 1:
+        return None
+    sub_rank = dist.get_rank(group)
+    sizes = splits("causal", 2)
+    q, k, v = (shard(x, "bnhd", sizes, sub_rank) for x in make_inputs("causal"))
+    results = {}
+    for scheme in ("ulysses", "ring"):
+        out, lse = getattr(distributed, f"{scheme}_attention")(
+            q, k, v, mask="causal", group=group, return_lse=True, threads=1, timeout=60)
+        results[scheme] = (out.numpy(), lse.numpy())
+    return results
+
+
+def exchange_round_trip(rank, world):
+    """ulysses_exchange: to_heads then to_sequence gives the shard back, and the
+    head shard holds the global heads head_range names, over the whole sequence."""
+    q, k, v = (shard(x, "bnhd", splits("local_ragged_split", world), rank)
+               for x in make_inputs("local_ragged_split"))
+    full_q = make_inputs("local_ragged_split")[0]
+    exchange = distributed.ulysses_exchange(q.shape[1], q.shape[2], timeout=60)
+    qh, kh, vh = exchange.to_heads(q, k, v)
+    h0, h1 = exchange.heads
+    # An LSE that names its global head and token: 1000 * head + token.
+    heads = torch.arange(h0, h1, dtype=torch.float32)[None, :, None]
+    tokens = torch.arange(exchange.shards.total, dtype=torch.float32)[None, None, :]
+    back, lse_back = exchange.to_sequence(qh, 1000 * heads + tokens)
+    t0, t1 = exchange.shards.range(rank)
+    expected = (1000 * torch.arange(q.shape[2], dtype=torch.float32)[None, :, None]
+                + torch.arange(t0, t1, dtype=torch.float32)[None, None, :])
+    return (exchange.heads, bool(torch.equal(qh, full_q[:, :, h0:h1])), bool(torch.equal(back, q)),
+            bool(torch.equal(lse_back, expected)))

@@ -102,6 +102,7 @@ def test_a_rank_that_raises_does_not_hang_the_others(scheme, exits):
     ("mask", ["every rank must pass the same mask"]),
     ("heads", ["every rank must pass the same heads; by rank: [4, 4, 3]"]),
     ("video_length", ["its geometry has 60 tokens"]),
+    ("nan", ["rejected their arguments", "q: NaN or Inf in this rank's shard"]),
 ])
 def test_bad_argument_on_one_rank_raises_on_every_rank(scheme, what, expected):
     results = values(run_ranks(3, dist_cases.bad_argument_on_one_rank, scheme, what, timeout=60))
@@ -116,3 +117,20 @@ def test_not_initialized_is_a_clear_error():
         pytest.skip("this process already has a default process group")
     with pytest.raises(RuntimeError, match="torch.distributed is not initialized"):
         tilesplash.distributed.ulysses_attention(q, q, q)
+
+
+def test_a_subgroup_of_ranks():
+    per_rank = values(run_ranks(3, dist_cases.subgroup))
+    assert per_rank[1] is None
+    ref_out, ref_lse, vmax = single_process("causal")
+    for scheme in ("ulysses", "ring"):
+        out = np.concatenate([per_rank[r][scheme][0] for r in (0, 2)], axis=1)
+        lse = np.concatenate([per_rank[r][scheme][1] for r in (0, 2)], axis=-1)
+        np.testing.assert_allclose(out, ref_out, rtol=0, atol=4e-6 * vmax)
+        np.testing.assert_allclose(lse, ref_lse, rtol=1e-6, atol=1e-5)
+
+
+def test_exchange_round_trip_and_global_heads():
+    per_rank = values(run_ranks(3, dist_cases.exchange_round_trip))
+    assert [r[0] for r in per_rank] == [(0, 1), (1, 2), (2, 4)]
+    assert all(r[1:] == (True, True, True) for r in per_rank)
