@@ -35,7 +35,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import math
 import struct
+import threading
 from dataclasses import dataclass
 
 from ._attention import attention
@@ -122,6 +124,8 @@ class _Group:
         try:
             yield
         except RuntimeError as error:
+            # A failed exchange may still hold the buffers; later calls get new ones.
+            release_buffers()
             text = str(error)
             where = f"rank {self.rank} of {self.size}, {what}"
             if "timed out" in text.lower() or "timeout" in text.lower():
@@ -142,6 +146,26 @@ class _Group:
         """Issues collectives (issue() returns their work objects) and waits for them."""
         with self.errors(what):
             self.wait(issue())
+
+
+_buffers = threading.local()
+
+
+def _workspace(name: str, numel: int, dtype):
+    """A grow-only buffer of this thread, kept between calls: a model calls the
+    exchange every layer with the same shapes, and fresh memory costs a page
+    fault per 4 KiB on first touch (several times a copy, measured)."""
+    torch, _ = _torch()
+    store = _buffers.__dict__.setdefault("store", {})
+    buffer = store.get((name, dtype))
+    if buffer is None or buffer.numel() < numel:
+        store[(name, dtype)] = buffer = torch.empty(max(numel, 1), dtype=dtype)
+    return buffer[:numel]
+
+
+def release_buffers() -> None:
+    """Frees the send / receive buffers this thread keeps between calls."""
+    _buffers.__dict__.pop("store", None)
 
 
 def _as_bnhd(x, layout):
@@ -290,38 +314,53 @@ class UlyssesExchange:
         world = self._ctx.size
         return [b - a for a, b in (head_range(self.total_heads, j, world) for j in range(world))]
 
-    def _all_to_all(self, send, send_sizes, recv_sizes, what):
-        torch, dist = _torch()
-        recv = torch.empty(sum(recv_sizes), dtype=send.dtype)
-        self._ctx.run(what, lambda: dist.all_to_all_single(
-            recv, send, recv_sizes, send_sizes, group=self._ctx.group, async_op=True))
-        return recv
+    def _all_to_all(self, recv, send, recv_sizes, send_sizes):
+        """Issues one all_to_all_single; the caller waits for the returned work."""
+        _, dist = _torch()
+        return dist.all_to_all_single(recv, send, recv_sizes, send_sizes, group=self._ctx.group,
+                                      async_op=True)
 
-    def to_heads(self, *tensors):
-        """Sequence shards [B, n_local, H, d_i] -> head shards [B, N, h_local, d_i], contiguous."""
+    def to_heads(self, *tensors, scratch=False):
+        """Sequence shards [B, n_local, H, d_i] -> head shards [B, N, h_local, d_i], contiguous.
+
+        One all-to-all per tensor, all in flight together (packing the next
+        tensor overlaps sending the previous one). With batch 1 the sources'
+        pieces arrive back to back in the result itself, with no copy after.
+        scratch=True returns views of this thread's reused buffers, valid
+        until its next exchange (for callers that consume them at once).
+        """
         torch, _ = _torch()
         world, rank = self._ctx.size, self._ctx.rank
         dtype, batch = tensors[0].dtype, int(tensors[0].shape[0])
-        dims = [int(x.shape[3]) for x in tensors]
         counts = self._head_counts()
         n_local, h_local = self.shards.sizes[rank], counts[rank]
-        send_sizes = [batch * n_local * counts[j] * sum(dims) for j in range(world)]
-        send = torch.empty(sum(send_sizes), dtype=dtype)
-        offset = 0
-        for j in range(world):
-            j0, j1 = head_range(self.total_heads, j, world)
-            for x in tensors:
-                piece = x[:, :, j0:j1]
-                send[offset:offset + piece.numel()].view(piece.shape).copy_(piece)
-                offset += piece.numel()
-        recv_sizes = [batch * self.shards.sizes[i] * h_local * sum(dims) for i in range(world)]
-        recv = self._all_to_all(send, send_sizes, recv_sizes, "all_to_all sequence -> heads")
-        del send
-        outs = [torch.empty(batch, self.shards.total, h_local, d, dtype=dtype) for d in dims]
-        offset = 0
-        for i in range(world):
-            b, e = self.shards.range(i)
-            for out, d in zip(outs, dims):
+        outs, works, unpack = [], [], []
+        with self._ctx.errors("all_to_all sequence -> heads"):
+            for t, x in enumerate(tensors):
+                d = int(x.shape[3])
+                send_sizes = [batch * n_local * counts[j] * d for j in range(world)]
+                recv_sizes = [batch * n * h_local * d for n in self.shards.sizes]
+                send = _workspace(f"heads_send{t}", sum(send_sizes), dtype)
+                offset = 0
+                for j in range(world):
+                    j0, j1 = head_range(self.total_heads, j, world)
+                    piece = x[:, :, j0:j1]
+                    send[offset:offset + piece.numel()].view(piece.shape).copy_(piece)
+                    offset += piece.numel()
+                shape = (batch, self.shards.total, h_local, d)
+                out = (_workspace(f"heads_out{t}", math.prod(shape), dtype).view(shape) if scratch
+                       else torch.empty(shape, dtype=dtype))
+                recv = (out.view(-1) if batch == 1
+                        else _workspace(f"heads_recv{t}", sum(recv_sizes), dtype))
+                works.append(self._all_to_all(recv, send, recv_sizes, send_sizes))
+                outs.append(out)
+                if batch != 1:
+                    unpack.append((out, recv, d))
+            self._ctx.wait(works)
+        for out, recv, d in unpack:
+            offset = 0
+            for i in range(world):
+                b, e = self.shards.range(i)
                 count = batch * (e - b) * h_local * d
                 out[:, b:e].copy_(recv[offset:offset + count].view(batch, e - b, h_local, d))
                 offset += count
@@ -342,7 +381,7 @@ class UlyssesExchange:
 
         send_sizes = [batch * (e - b) * h_local * (dv + (lse_factor if lse is not None else 0))
                       for b, e in (self.shards.range(i) for i in range(world))]
-        send = torch.empty(sum(send_sizes), dtype=dtype)
+        send = _workspace("sequence_send", sum(send_sizes), dtype)
         offset = 0
         for i in range(world):
             b, e = self.shards.range(i)
@@ -355,8 +394,9 @@ class UlyssesExchange:
                 offset += count
         recv_sizes = [batch * n_local * counts[j] * (dv + (lse_factor if lse is not None else 0))
                       for j in range(world)]
-        recv = self._all_to_all(send, send_sizes, recv_sizes, "all_to_all heads -> sequence")
-        del send
+        recv = _workspace("sequence_recv", sum(recv_sizes), dtype)
+        self._ctx.run("all_to_all heads -> sequence",
+                      lambda: self._all_to_all(recv, send, recv_sizes, send_sizes))
         result = torch.empty(batch, n_local, self.total_heads, dv, dtype=dtype)
         result_lse = (torch.empty(batch, self.total_heads, n_local, dtype=torch.float32)
                       if lse is not None else None)
@@ -421,7 +461,7 @@ def ulysses_attention(q, k, v, *, mask="dense", layout="bnhd", group=None, scale
     if ctx.size == 1 or shards.total == 0:
         return _single(call, return_lse, threads)
     exchange = UlyssesExchange(ctx, shards, call.heads)
-    qh, kh, vh = exchange.to_heads(call.q, call.k, call.v)
+    qh, kh, vh = exchange.to_heads(call.q, call.k, call.v, scratch=True)
     out, lse = attention(qh, kh, vh, mask=call.mask, layout="bnhd", scale=call.scale,
                          return_lse=True, threads=threads)
     out, lse = exchange.to_sequence(out, lse if return_lse else None)
@@ -465,7 +505,9 @@ def ring_attention(q, k, v, *, mask="dense", layout="bnhd", group=None, scale=No
         return call.batch * n * call.heads * call.dim
 
     kv_size = [call.batch * n * call.heads * (call.dim + call.v_dim) for n in shards.sizes]
-    current = torch.empty(kv_size[rank], dtype=call.dtype)
+    # Two buffers take turns: the one being sent and computed on, the one being received.
+    buffers = [_workspace(f"ring{i}", max(kv_size), call.dtype) for i in range(2)]
+    current = buffers[0][:kv_size[rank]]
     current[:k_part(q1 - q0)].view(call.k.shape).copy_(call.k)
     current[k_part(q1 - q0):].view(call.v.shape).copy_(call.v)
     acc_out, acc_lse = None, None
@@ -475,7 +517,7 @@ def ring_attention(q, k, v, *, mask="dense", layout="bnhd", group=None, scale=No
         if step < world - 1:
             # Shard src goes on to rank + 1, which at this step receives exactly it;
             # shard src - 1 arrives from rank - 1 for the next step.
-            incoming = torch.empty(kv_size[(src - 1) % world], dtype=call.dtype)
+            incoming = buffers[(step + 1) % 2][:kv_size[(src - 1) % world]]
             ops = []
             if kv_size[src]:
                 ops.append(dist.P2POp(dist.isend, current, ctx.global_rank((rank + 1) % world),
