@@ -1,8 +1,8 @@
 // Whole tensors in a layout (batched_attention.h): every layout and stride
 // case gives the same bits as one kernel call per head on contiguous copies,
 // views the kernel cannot read are packed, outputs never overlap inputs,
-// zero-size tensors follow the documented rule, and the video front door runs
-// per batch entry.
+// zero-size tensors follow the documented rule, data errors name the batch
+// entry, and the video front door runs per batch entry.
 #include "tilesplash/batched_attention.h"
 
 #include <gtest/gtest.h>
@@ -232,6 +232,47 @@ TEST(BatchedAttention, ArgumentErrorsNameTheArgument) {
               masked_attention(runner, Mask::dense(), args({2, 2, 8, 16}), options);
             }).find("block_kv: must be a multiple of 64"),
             std::string::npos);
+}
+
+TEST(BatchedAttention, DataErrorsNameTheBatchEntryAndItsHead) {
+  // bhnd folds both entries into one kernel call, bnhd runs one call per
+  // entry; either way a NaN at (entry 1, head 2, row 5) is reported there.
+  for (const Layout layout : {Layout::kBHND, Layout::kBNHD}) {
+    const Canonical t = random_canonical(2, 3, 20, 16, 11);
+    std::vector<float> q = store(t, layout), k = q, v = q, out(q.size());
+    const std::int64_t at =
+        layout == Layout::kBHND ? ((1 * 3 + 2) * 20 + 5) * 16 : ((1 * 20 + 5) * 3 + 2) * 16;
+    k[static_cast<std::size_t>(at)] = std::numeric_limits<float>::quiet_NaN();
+    const std::vector<std::int64_t> shape = shape_of(t, layout);
+    AttentionRunner runner;
+    const std::string message = message_of([&] {
+      masked_attention(runner, Mask::causal(),
+                       {layout,
+                        strided(q, shape),
+                        strided(k, shape),
+                        strided(v, shape),
+                        {out.data(), DType::kF32, shape, {}}});
+    });
+    EXPECT_NE(message.find("k contains NaN or Inf (head 2, row 5)"), std::string::npos) << message;
+    EXPECT_NE(message.find("in batch entry 1"), std::string::npos) << message;
+  }
+}
+
+TEST(BatchedAttention, VideoFrontDoorChecksLengthsForEveryEntry) {
+  const VideoGeometry g{2, 2, 2};
+  VideoAttention attention(g);
+  std::vector<float> q(2 * 9 * 16, 1.0f), out(q.size());
+  for (const std::int64_t batch : {0, 2}) {
+    const std::vector<std::int64_t> shape{batch, 9, 1, 16};
+    EXPECT_EQ(message_of([&] {
+                layout_video_attention(attention, {Layout::kBNHD,
+                                                   strided(q, shape),
+                                                   strided(q, shape),
+                                                   strided(q, shape),
+                                                   {out.data(), DType::kF32, shape, {}}});
+              }),
+              "q: sequence length 9 does not match the geometry's tokens (8)");
+  }
 }
 
 TEST(BatchedAttention, ZeroSizeRule) {

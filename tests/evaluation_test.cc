@@ -9,13 +9,17 @@
 namespace tilesplash {
 namespace {
 
+VideoWorkload f32_workload(const VideoGeometry& g, std::int64_t heads, std::int64_t head_dim) {
+  WorkloadOptions options;
+  options.heads = heads;
+  options.head_dim = head_dim;
+  options.dtype = DType::kF32;
+  return VideoWorkload(g, options);
+}
+
 TEST(Evaluation, HeadByHeadEqualsTheLayerCall) {
   const VideoGeometry g{6, 4, 4};
-  WorkloadOptions workload_options;
-  workload_options.heads = 3;
-  workload_options.head_dim = 32;
-  workload_options.dtype = DType::kF32;
-  const VideoWorkload workload(g, workload_options);
+  const VideoWorkload workload = f32_workload(g, 3, 32);
   VideoAttentionOptions options;
   options.density = 0.3;
   DenseComparisonOptions layer;
@@ -41,11 +45,7 @@ TEST(Evaluation, HeadByHeadEqualsTheLayerCall) {
 
 TEST(Evaluation, ForcedDenseMatchesDenseAndRepeatsReportMedians) {
   const VideoGeometry g{3, 4, 4};
-  WorkloadOptions workload_options;
-  workload_options.heads = 2;
-  workload_options.head_dim = 16;
-  workload_options.dtype = DType::kF32;
-  const VideoWorkload workload(g, workload_options);
+  const VideoWorkload workload = f32_workload(g, 2, 16);
   VideoAttentionOptions options;
   options.force = HeadMask::kDense;
   DenseComparisonOptions compare;

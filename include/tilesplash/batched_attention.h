@@ -98,6 +98,11 @@ struct MaskedAttentionOptions {
   BatchProgress progress;      // after each kernel call
 };
 
+// Tile sizes a caller asked for, against the kernel's limits (block_q 1 to
+// 4096, block_kv a multiple of 64 up to 1024); std::invalid_argument naming
+// block_q or block_kv otherwise. Unset sides pass.
+void check_block_sizes(std::optional<std::int64_t> block_q, std::optional<std::int64_t> block_kv);
+
 struct MaskedAttentionResult {
   BlockSizes blocks;
   bool blocks_tuned = false;             // from the tuning cache rather than the heuristic

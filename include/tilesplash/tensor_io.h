@@ -83,6 +83,7 @@ enum class Layout : std::uint8_t {
 
 std::string_view to_string(Layout layout);                  // "hnd", "bhnd", "bnhd"
 std::optional<Layout> parse_layout(std::string_view text);  // case-sensitive, as above
+std::string_view layout_axes_text(Layout layout);           // "[heads, N, d]", ... for messages
 
 // Extents of a tensor read in a layout; batch is 1 for hnd.
 struct LayoutDims {

@@ -26,12 +26,7 @@ void bind_attention(nb::module_& m) {
          std::uintptr_t lse, const std::string& layout, const Mask& mask,
          std::optional<float> scale, std::optional<std::int64_t> block_q,
          std::optional<std::int64_t> block_kv, int threads, bool check_finite) {
-        const LayoutArgs args{to_layout(layout),
-                              to_strided(q, "q"),
-                              to_strided(k, "k"),
-                              to_strided(v, "v"),
-                              to_mutable_strided(out, "out"),
-                              reinterpret_cast<float*>(lse)};
+        const LayoutArgs args = layout_args(q, k, v, out, lse, layout);
         MaskedAttentionOptions options;
         options.attention.scale = scale;
         options.attention.threads = threads;

@@ -28,6 +28,14 @@ using TensorDesc =
 StridedTensor to_strided(const TensorDesc& desc, const char* name);
 MutableStridedTensor to_mutable_strided(const TensorDesc& desc, const char* name);
 Layout to_layout(const std::string& text);
+// Arguments taken as Python objects so that a wrong type names the argument
+// (nanobind's own overload error lists the signature instead): TypeError
+// "<name>: expected an int, got float"; an int beyond int64 is a ValueError.
+std::int64_t int_arg(nb::handle value, const char* name);
+std::string str_arg(nb::handle value, const char* name);
+// The library's arguments for one call; lse: the address of a float32 buffer.
+LayoutArgs layout_args(const TensorDesc& q, const TensorDesc& k, const TensorDesc& v,
+                       const TensorDesc& out, std::uintptr_t lse, const std::string& layout);
 
 void bind_mask(nb::module_& m);
 void bind_video(nb::module_& m);

@@ -32,6 +32,49 @@ Layout to_layout(const std::string& text) {
   return *layout;
 }
 
+namespace {
+
+// As Python's type(value).__name__, the form the package's own messages use.
+std::string type_name_of(nb::handle value) {
+  return nb::cast<std::string>(value.type().attr("__name__"));
+}
+
+}  // namespace
+
+std::int64_t int_arg(nb::handle value, const char* name) {
+  if (PyBool_Check(value.ptr()) || !PyIndex_Check(value.ptr())) {
+    throw nb::type_error(
+        (std::string(name) + ": expected an int, got " + type_name_of(value)).c_str());
+  }
+  nb::object index = nb::steal(PyNumber_Index(value.ptr()));
+  if (!index.is_valid()) throw nb::python_error();
+  int overflow = 0;
+  const long long result = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+  if (overflow != 0) {
+    throw std::invalid_argument(std::string(name) + ": " + nb::str(index).c_str() +
+                                " is beyond the 64-bit integer range");
+  }
+  return result;
+}
+
+std::string str_arg(nb::handle value, const char* name) {
+  if (!nb::isinstance<nb::str>(value)) {
+    throw nb::type_error(
+        (std::string(name) + ": expected a str, got " + type_name_of(value)).c_str());
+  }
+  return nb::cast<std::string>(value);
+}
+
+LayoutArgs layout_args(const TensorDesc& q, const TensorDesc& k, const TensorDesc& v,
+                       const TensorDesc& out, std::uintptr_t lse, const std::string& layout) {
+  return {to_layout(layout),
+          to_strided(q, "q"),
+          to_strided(k, "k"),
+          to_strided(v, "v"),
+          to_mutable_strided(out, "out"),
+          reinterpret_cast<float*>(lse)};
+}
+
 }  // namespace tilesplash::python
 
 NB_MODULE(_core, m) {

@@ -26,15 +26,20 @@ void bind_video(nb::module_& m) {
   nb::class_<VideoGeometry>(m, "VideoGeometry")
       .def(
           "__init__",
-          [](VideoGeometry* self, std::int64_t frames, std::int64_t height, std::int64_t width,
-             std::int64_t text, const std::string& text_at) {
-            VideoGeometry g{frames, height, width, text, to_placement(text_at)};
+          [](VideoGeometry* self, nb::handle frames, nb::handle height, nb::handle width,
+             nb::handle text, nb::handle text_at) {
+            VideoGeometry g{int_arg(frames, "frames"), int_arg(height, "height"),
+                            int_arg(width, "width"), int_arg(text, "text"),
+                            to_placement(str_arg(text_at, "text_at"))};
             g.validate();
             new (self) VideoGeometry(g);
           },
-          "frames"_a, "height"_a, "width"_a, "text"_a = 0, "text_at"_a = "none")
+          "frames"_a, "height"_a, "width"_a, "text"_a = 0, "text_at"_a = "none",
+          nb::sig("def __init__(self, frames: int, height: int, width: int, text: int = 0, "
+                  "text_at: str = 'none') -> None"))
       .def_static(
-          "parse", [](const std::string& text) { return parse_video_geometry(text); }, "text"_a)
+          "parse", [](nb::handle text) { return parse_video_geometry(str_arg(text, "text")); },
+          "text"_a, nb::sig("def parse(text: str) -> VideoGeometry"))
       .def_ro("frames", &VideoGeometry::frames)
       .def_ro("height", &VideoGeometry::height)
       .def_ro("width", &VideoGeometry::width)

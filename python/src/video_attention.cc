@@ -63,12 +63,7 @@ class PyVideoAttention {
                    std::int64_t layer, std::int64_t step) {
     if (layer < 0) throw std::invalid_argument("layer: must be >= 0, got " + std::to_string(layer));
     if (step < 0) throw std::invalid_argument("step: must be >= 0, got " + std::to_string(step));
-    const LayoutArgs args{to_layout(layout),
-                          to_strided(q, "q"),
-                          to_strided(k, "k"),
-                          to_strided(v, "v"),
-                          to_mutable_strided(out, "out"),
-                          reinterpret_cast<float*>(lse)};
+    const LayoutArgs args = layout_args(q, k, v, out, lse, layout);
     std::vector<LayerReport> reports;
     BlockSizes blocks;
     bool tuned = false;
@@ -186,14 +181,7 @@ void bind_video_attention(nb::module_& m) {
             options.force = to_force(force);
             options.threads = threads;
             options.scale = scale;
-            if (block_q && (*block_q < 1 || *block_q > 4096)) {
-              throw std::invalid_argument("block_q: must be in [1, 4096], got " +
-                                          std::to_string(*block_q));
-            }
-            if (block_kv && (*block_kv < 64 || *block_kv > 1024 || *block_kv % 64 != 0)) {
-              throw std::invalid_argument("block_kv: must be a multiple of 64 in [64, 1024], got " +
-                                          std::to_string(*block_kv));
-            }
+            check_block_sizes(block_q, block_kv);
             new (self) PyVideoAttention(geometry, std::move(options), block_q, block_kv);
           },
           "geometry"_a, "density"_a, "band"_a.none(), "sink"_a, "text_full"_a, "dense_layers"_a,

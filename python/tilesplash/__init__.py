@@ -15,9 +15,9 @@ from __future__ import annotations
 import sys as _sys
 
 from . import _core
-from ._attention import TilePlan, attention, plan
+from ._attention import TilePlan, attention, plan, set_plan_cache_capacity
 from ._core import VideoGeometry, active_isa, available_isas, presets
-from ._core import clear_plan_cache, plan_cache_stats, set_plan_cache_capacity
+from ._core import clear_plan_cache, plan_cache_stats
 from ._mask import Mask
 from ._merge import merge_attention
 from ._video import VideoAttention

@@ -6,15 +6,15 @@ import numpy as np
 
 from . import _core
 from ._mask import Mask, as_mask
-from ._window import window_args, window_core
+from ._window import seq_len, window_args, window_core
 from ._tensors import (
-    batch_heads_len,
+    INT32_MAX,
+    call_arrays,
+    check_bool,
     check_int,
     check_layout,
     check_qkv,
     check_scale,
-    numpy_desc,
-    out_shape,
 )
 
 
@@ -59,38 +59,33 @@ def attention(q, k, v, *, mask="dense", layout="bhnd", scale=None, return_lse=Fa
     kind = check_qkv(q, k, v, layout)
     mask = as_mask(mask)
     scale = check_scale(scale)
+    return_lse = check_bool(return_lse, "return_lse")
     block_q = check_int(block_q, "block_q", 1, allow_none=True)
     block_kv = check_int(block_kv, "block_kv", 1, allow_none=True)
-    threads = check_int(threads, "threads", 0)
-    window = window_args(_seq_len(q, layout), _seq_len(k, layout), q_offset, kv_offset, q_total,
+    threads = check_int(threads, "threads", 0, maximum=INT32_MAX)
+    window = window_args(seq_len(q, layout), seq_len(k, layout), q_offset, kv_offset, q_total,
                          kv_total)
     if kind == "torch":
         from ._torch_ops import attention_op
 
         out, lse = attention_op(q, k, v, mask._spec, layout, scale, block_q, block_kv, threads,
                                 *window)
-        return (out, lse) if return_lse else out
-    out = np.empty(out_shape(q, v), dtype=q.dtype)
-    lse = np.empty(batch_heads_len(q, layout), dtype=np.float32)
-    run_numpy(q, k, v, out, lse, layout, mask, scale, block_q, block_kv, threads, window)
+    else:
+        out, lse = run_attention("numpy", q, k, v, layout, mask, scale, block_q, block_kv, threads,
+                                 window)
     return (out, lse) if return_lse else out
 
 
-def _seq_len(x, layout) -> int:
-    return int(x.shape[1] if layout in ("bnhd", "hnd") else x.shape[2])
-
-
-def run_numpy(q, k, v, out, lse, layout, mask: Mask, scale, block_q, block_kv, threads,
-              window=(0, 0, 0, 0)):
-    core_mask = window_core(mask, _seq_len(q, layout), _seq_len(k, layout), window)
-    q_desc, q_keep = numpy_desc(q, "q")
-    k_desc, k_keep = numpy_desc(k, "k")
-    v_desc, v_keep = numpy_desc(v, "v")
-    out_desc, _ = numpy_desc(out, "out")
-    info = _core.attention(q_desc, k_desc, v_desc, out_desc, lse.__array_interface__["data"][0],
-                           layout, core_mask, scale, block_q, block_kv, threads, True)
-    del q_keep, k_keep, v_keep  # held until the core returned
-    return info
+def run_attention(kind, q, k, v, layout, mask: Mask, scale, block_q, block_kv, threads,
+                  window=(0, 0, 0, 0)):
+    """The core call on checked arguments: (out, lse), new arrays of q's kind.
+    window: from window_args(); (0, 0, 0, 0) is the whole map."""
+    core_mask = window_core(mask, seq_len(q, layout), seq_len(k, layout), window)
+    descs, lse_address, out, lse, held = call_arrays(kind, q, k, v, layout)
+    _core.attention(*descs, lse_address, layout, core_mask, scale, block_q, block_kv, threads,
+                    True)
+    del held  # copies of odd views stay alive until the core has returned
+    return out, lse
 
 
 class TilePlan:
@@ -151,3 +146,8 @@ def plan(mask, q_len, kv_len=None, block_q=256, block_kv=256, *, q_offset=0, kv_
     core_mask = window_core(mask, q_len, kv_len, window)
     return TilePlan(_core.plan(core_mask, q_len, kv_len, block_q, block_kv), mask,
                     window if window[2] else None)
+
+
+def set_plan_cache_capacity(capacity) -> None:
+    """Plans the process-wide cache keeps (least recently used out first); 0 keeps all."""
+    _core.set_plan_cache_capacity(check_int(capacity, "capacity", 0))

@@ -12,6 +12,9 @@ import operator
 from functools import lru_cache
 
 from . import _core
+from ._tensors import check_bool, check_float, check_int
+
+_INT64_MIN = -(2**63)
 
 
 class Mask:
@@ -42,22 +45,27 @@ class Mask:
     @staticmethod
     def causal(offset: int = 0) -> "Mask":
         """Kept when q + offset >= k."""
-        return Mask(_core.Mask.causal(offset))
+        return Mask(_core.Mask.causal(check_int(offset, "offset", _INT64_MIN)))
 
     @staticmethod
     def local(left: int | None = None, right: int | None = None, offset: int = 0) -> "Mask":
         """Kept when q + offset - left <= k <= q + offset + right; None is unbounded."""
-        return Mask(_core.Mask.local(left, right, offset))
+        return Mask(_core.Mask.local(check_int(left, "left", 0, allow_none=True),
+                                     check_int(right, "right", 0, allow_none=True),
+                                     check_int(offset, "offset", _INT64_MIN)))
 
     @staticmethod
     def chunked(size: int) -> "Mask":
         """Chunked causal: kept when q // size == k // size and q >= k."""
-        return Mask(_core.Mask.chunked(size))
+        return Mask(_core.Mask.chunked(check_int(size, "size", 1)))
 
     @staticmethod
     def random(density: float, seed: int = 0) -> "Mask":
         """Each pair kept with probability `density`, reproducibly from `seed` (for tests)."""
-        return Mask(_core.Mask.random(density, seed))
+        density = check_float(density, "density", "a float in [0, 1]")
+        if not 0.0 <= density <= 1.0:
+            raise ValueError(f"density: expected a float in [0, 1], got {density}")
+        return Mask(_core.Mask.random(density, check_int(seed, "seed", 0, maximum=2**64 - 1)))
 
     @staticmethod
     def spatial(geometry, band: int | None = None, sink: bool = False, text_full: bool = False,
@@ -68,13 +76,13 @@ class Mask:
         fraction of the whole map. `sink` adds every key of frame 0 for every video
         query; `text_full` keeps every pair with a text query or key.
         """
-        return Mask(_core.Mask.spatial(geometry, band, sink, text_full, density))
+        return Mask(_core.Mask.spatial(*_video_args(geometry, band, sink, text_full, density)))
 
     @staticmethod
     def temporal(geometry, band: int | None = None, sink: bool = False, text_full: bool = False,
                  *, density: float | None = None) -> "Mask":
         """Sparse VideoGen's temporal mask: the same band in token-major order."""
-        return Mask(_core.Mask.temporal(geometry, band, sink, text_full, density))
+        return Mask(_core.Mask.temporal(*_video_args(geometry, band, sink, text_full, density)))
 
     @staticmethod
     def parse(spec: str) -> "Mask":
@@ -85,7 +93,7 @@ class Mask:
 
     def keeps(self, q: int, k: int) -> bool:
         """Whether the pair (q, k) is kept."""
-        return self._core.keeps(q, k)
+        return self._core.keeps(check_int(q, "q", _INT64_MIN), check_int(k, "k", _INT64_MIN))
 
     def classify(self, rows, cols) -> int:
         """Exact kind of the block rows x cols, each a (begin, end) pair of indices:
@@ -120,6 +128,17 @@ class Mask:
 
     def __reduce__(self):
         return (Mask.parse, (self._spec,))
+
+
+def _video_args(geometry, band, sink, text_full, density):
+    """The spatial / temporal constructors' arguments, checked; the core checks
+    that exactly one of band and density is given."""
+    if not isinstance(geometry, _core.VideoGeometry):
+        raise TypeError(f"geometry: expected a tilesplash.VideoGeometry, got {type(geometry).__name__}")
+    if density is not None:
+        density = check_float(density, "density", "a float in (0, 1] or None")
+    return (geometry, check_int(band, "band", 0, allow_none=True), check_bool(sink, "sink"),
+            check_bool(text_full, "text_full"), density)
 
 
 def _range(value, name):

@@ -133,18 +133,28 @@ def torch_desc(x, name: str):
     return (x.data_ptr(), dtype_name(x, name), [int(e) for e in x.shape], [int(s) for s in x.stride()])
 
 
-def check_scale(scale):
-    if scale is None:
-        return None
-    if isinstance(scale, bool) or not isinstance(scale, (int, float, np.floating, np.integer)):
-        raise TypeError(f"scale: expected a positive float or None, got {type(scale).__name__}")
-    value = float(scale)
-    if not (value > 0.0 and value < float("inf")):
-        raise ValueError(f"scale: expected a finite value > 0, got {value}")
-    return value
+def call_arrays(kind: str, q, k, v, layout: str):
+    """What one call into the core needs: descriptors of q, k, v and of a new
+    output, the address of a new float32 LSE, the output and LSE themselves,
+    and the arrays (copies of odd NumPy views) to hold until the call returns."""
+    if kind == "torch":
+        torch = torch_module()
+        out = torch.empty(out_shape(q, v), dtype=q.dtype)
+        lse = torch.empty(batch_heads_len(q, layout), dtype=torch.float32)
+        descs = [torch_desc(x, name) for x, name in ((q, "q"), (k, "k"), (v, "v"), (out, "out"))]
+        return descs, lse.data_ptr(), out, lse, ()
+    out = np.empty(out_shape(q, v), dtype=q.dtype)
+    lse = np.empty(batch_heads_len(q, layout), dtype=np.float32)
+    pairs = [numpy_desc(x, name) for x, name in ((q, "q"), (k, "k"), (v, "v"), (out, "out"))]
+    return ([desc for desc, _ in pairs], lse.__array_interface__["data"][0], out, lse,
+            [held for _, held in pairs])
 
 
-def check_int(value, name: str, minimum: int, allow_none: bool = False):
+INT64_MAX = 2**63 - 1
+INT32_MAX = 2**31 - 1
+
+
+def check_int(value, name: str, minimum: int, allow_none: bool = False, maximum: int = INT64_MAX):
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
@@ -153,4 +163,34 @@ def check_int(value, name: str, minimum: int, allow_none: bool = False):
     value = int(value)
     if value < minimum:
         raise ValueError(f"{name}: expected an int >= {minimum}, got {value}")
+    if value > maximum:
+        raise ValueError(f"{name}: expected an int <= {maximum}, got {value}")
+    return value
+
+
+def check_bool(value, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name}: expected True or False, got {type(value).__name__}")
+    return bool(value)
+
+
+def check_float(value, name: str, expected: str) -> float:
+    """A real number (int or float, not bool) as a float; `expected` says its range."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name}: expected {expected}, got {type(value).__name__}")
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"{name}: expected {expected}, got an int beyond the float range") from None
+
+
+def check_scale(scale):
+    """None, or a finite scale > 0 that survives the kernel's float32."""
+    if scale is None:
+        return None
+    value = check_float(scale, "scale", "a positive float or None")
+    with np.errstate(over="ignore", under="ignore"):
+        single = np.float32(value)
+    if not (value > 0.0 and np.isfinite(single) and single > 0):
+        raise ValueError(f"scale: expected a finite value > 0 (in float32), got {value}")
     return value

@@ -13,10 +13,10 @@ from typing import Optional
 
 import torch
 
-from . import _core
+from ._attention import run_attention
 from ._mask import as_mask
-from ._tensors import batch_heads_len, out_shape, torch_desc
-from ._window import window_core
+from ._tensors import batch_heads_len, check_layout, check_qkv, out_shape
+from ._window import seq_len, window_args
 
 
 @torch.library.custom_op("tilesplash::attention", mutates_args=(), device_types="cpu")
@@ -24,21 +24,23 @@ def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: str, l
                  scale: Optional[float], block_q: Optional[int], block_kv: Optional[int],
                  threads: int, q_offset: int = 0, kv_offset: int = 0, q_total: int = 0,
                  kv_total: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    # The window arrives checked by attention(); q_total == 0: the whole map.
-    out = torch.empty(out_shape(q, v), dtype=q.dtype)
-    lse = torch.empty(batch_heads_len(q, layout), dtype=torch.float32)
-    seq_axis = 1 if layout in ("bnhd", "hnd") else 2
-    core_mask = window_core(as_mask(mask), q.shape[seq_axis], k.shape[seq_axis],
-                            (q_offset, kv_offset, q_total, kv_total))
-    _core.attention(torch_desc(q, "q"), torch_desc(k, "k"), torch_desc(v, "v"),
-                    torch_desc(out, "out"), lse.data_ptr(), layout, core_mask, scale,
-                    block_q, block_kv, threads, True)
-    return out, lse
+    check_qkv(q, k, v, check_layout(layout))  # again: the op can be called directly
+    window = _window(q, k, layout, q_offset, kv_offset, q_total, kv_total)
+    return run_attention("torch", q, k, v, layout, as_mask(mask), scale, block_q, block_kv, threads,
+                         window)
 
 
 @attention_op.register_fake
 def _attention_fake(q, k, v, mask, layout, scale, block_q, block_kv, threads, q_offset=0,
                     kv_offset=0, q_total=0, kv_total=0):
+    check_qkv(q, k, v, check_layout(layout))  # shape errors surface while tracing
     out = q.new_empty(out_shape(q, v))
     lse = q.new_empty(batch_heads_len(q, layout), dtype=torch.float32)
     return out, lse
+
+
+def _window(q, k, layout, q_offset, kv_offset, q_total, kv_total):
+    """The window arguments checked again (the op is public); a total of 0 means
+    offset + length, as None does in attention()."""
+    return window_args(seq_len(q, layout), seq_len(k, layout), q_offset, kv_offset,
+                       q_total or None, kv_total or None)

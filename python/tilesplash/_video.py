@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from . import _core
 from ._mask import Mask
 from ._tensors import (
-    batch_heads_len,
+    INT32_MAX,
+    call_arrays,
+    check_bool,
+    check_float,
     check_int,
     check_layout,
     check_qkv,
     check_scale,
-    numpy_desc,
-    out_shape,
-    torch_desc,
-    torch_module,
 )
+
 
 class VideoAttention:
     """Routed sparse attention over every head of a layer of a video model.
@@ -48,13 +46,13 @@ class VideoAttention:
         if force is not None and not isinstance(force, str):
             raise TypeError(f"force: expected None or a mask name ('dense', 'spatial', "
                             f"'temporal'), got {type(force).__name__}")
-        if isinstance(density, bool) or not isinstance(density, (int, float, np.floating)):
-            raise TypeError(f"density: expected a float in (0, 1], got {type(density).__name__}")
         self._core = _core.VideoAttention(
-            geometry, float(density), check_int(band, "band", 0, allow_none=True), bool(sink),
-            bool(text_full), check_int(dense_layers, "dense_layers", 0),
+            geometry, check_float(density, "density", "a float in (0, 1]"),
+            check_int(band, "band", 0, allow_none=True), check_bool(sink, "sink"),
+            check_bool(text_full, "text_full"), check_int(dense_layers, "dense_layers", 0),
             check_int(dense_steps, "dense_steps", 0), check_int(samples, "samples", 1),
-            check_int(seed, "seed", 0), force, check_int(threads, "threads", 0),
+            check_int(seed, "seed", 0, maximum=2**64 - 1), force,
+            check_int(threads, "threads", 0, maximum=INT32_MAX),
             check_int(block_q, "block_q", 1, allow_none=True),
             check_int(block_kv, "block_kv", 1, allow_none=True), check_scale(scale))
 
@@ -91,22 +89,10 @@ class VideoAttention:
         kind = check_qkv(q, k, v, layout)
         layer = check_int(layer, "layer", 0)
         step = check_int(step, "step", 0)
-        if kind == "torch":
-            torch = torch_module()
-            out = torch.empty(out_shape(q, v), dtype=q.dtype)
-            lse = torch.empty(batch_heads_len(q, layout), dtype=torch.float32)
-            report = self._core.forward(torch_desc(q, "q"), torch_desc(k, "k"), torch_desc(v, "v"),
-                                        torch_desc(out, "out"), lse.data_ptr(), layout, layer, step)
-        else:
-            out = np.empty(out_shape(q, v), dtype=q.dtype)
-            lse = np.empty(batch_heads_len(q, layout), dtype=np.float32)
-            q_desc, q_keep = numpy_desc(q, "q")
-            k_desc, k_keep = numpy_desc(k, "k")
-            v_desc, v_keep = numpy_desc(v, "v")
-            out_desc, _ = numpy_desc(out, "out")
-            report = self._core.forward(q_desc, k_desc, v_desc, out_desc,
-                                        lse.__array_interface__["data"][0], layout, layer, step)
-            del q_keep, k_keep, v_keep
+        return_lse = check_bool(return_lse, "return_lse")
+        descs, lse_address, out, lse, held = call_arrays(kind, q, k, v, layout)
+        report = self._core.forward(*descs, lse_address, layout, layer, step)
+        del held  # copies of odd views stay alive until the core has returned
         return (out, lse, report) if return_lse else (out, report)
 
     def __repr__(self) -> str:

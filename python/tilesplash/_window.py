@@ -14,6 +14,11 @@ from ._mask import Mask
 from ._tensors import check_int
 
 
+def seq_len(x, layout: str) -> int:
+    """N of a tensor in `layout` (bhnd: axis 2; bnhd, hnd: axis 1)."""
+    return int(x.shape[2] if layout == "bhnd" else x.shape[1])
+
+
 def window_args(q_len: int, kv_len: int, q_offset, kv_offset, q_total, kv_total):
     """Checked (q_offset, kv_offset, q_total, kv_total); q_total = 0 when the call
     covers the whole map (no window). Totals default to offset + length."""

@@ -37,7 +37,7 @@ void check_data(const std::string& name, const void* data, const LayoutAxes& axe
 LayoutShape check_layout_args(const LayoutArgs& args) {
   const Layout layout = args.layout;
   const std::string where =
-      " in layout " + std::string(to_string(layout)) + " " + detail::layout_axes_names(layout);
+      " in layout " + std::string(to_string(layout)) + " " + std::string(layout_axes_text(layout));
   const LayoutAxes q = detail::layout_axes(args.q.shape, args.q.strides, layout, "q");
   const LayoutAxes k = detail::layout_axes(args.k.shape, args.k.strides, layout, "k");
   const LayoutAxes v = detail::layout_axes(args.v.shape, args.v.strides, layout, "v");

@@ -5,6 +5,7 @@
 // item is computed on its own.
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "batched/strided_views.h"
@@ -50,7 +51,18 @@ bool all_fold(const Axes& a) {
   return true;
 }
 
-// The zero-key rule: every row keeps no key, so 0 and LSE = -inf.
+// One batch entry's call; with several entries, a data error (NaN, overflow)
+// says which entry, since the kernel numbers heads within its own call.
+template <typename Call>
+auto in_entry(std::int64_t b, std::int64_t batch, const Call& call) {
+  try {
+    return call();
+  } catch (const std::invalid_argument& error) {
+    if (batch == 1) throw;
+    throw std::invalid_argument(std::string(error.what()) + " in batch entry " + std::to_string(b));
+  }
+}
+
 }  // namespace
 
 bool reads_in_place(const StridedTensor& tensor, Layout layout) {
@@ -73,10 +85,6 @@ void layout_attention(AttentionRunner& runner, const TilePlan& plan, const Layou
   }
   if (shape.batch == 0 || shape.heads == 0) return;
   const Axes a = axes_of(args);
-  // Kernel messages number heads within one call; say which batch entry.
-  const auto located = [&](const std::invalid_argument& error, const std::string& where) {
-    return std::invalid_argument(std::string(error.what()) + where);
-  };
   if (all_fold(a)) {
     try {
       runner.forward(
@@ -87,21 +95,20 @@ void layout_attention(AttentionRunner& runner, const TilePlan& plan, const Layou
            detail::mutable_entry_view(args.out.data, args.out.dtype, a.out, 0, shape.batch),
            args.lse},
           options);
-    } catch (const std::invalid_argument& error) {
+      if (progress) progress(0, shape.batch);
+      return;
+    } catch (const std::invalid_argument&) {
+      // The kernel numbers heads within its call, batch * heads of them here.
+      // Bad input is rare: rerun entry by entry so the message names the
+      // batch entry and the head within it.
       if (shape.batch == 1) throw;
-      throw located(error, " (batch entries folded: head = batch entry * " +
-                               std::to_string(shape.heads) + " + head)");
     }
-    if (progress) progress(0, shape.batch);
-    return;
   }
   EntryViews entry;
   for (std::int64_t b = 0; b < shape.batch; ++b) {
-    try {
+    in_entry(b, shape.batch, [&] {
       runner.forward(plan, entry.views(args, a, b, b * shape.heads * shape.q_len), options);
-    } catch (const std::invalid_argument& error) {
-      throw located(error, " in batch entry " + std::to_string(b));
-    }
+    });
     if (progress) progress(b, 1);
   }
 }
@@ -110,13 +117,24 @@ std::vector<LayerReport> layout_video_attention(VideoAttention& attention, const
                                                 std::int64_t layer, std::int64_t step,
                                                 const BatchProgress& progress) {
   const LayoutShape shape = check_layout_args(args);
+  // Lengths first, for every batch entry at once (and for none), so that a
+  // per-entry error below can only be about that entry's data.
+  const std::int64_t tokens = attention.geometry().tokens();
+  for (const auto& [name, len] : {std::pair{"q", shape.q_len}, std::pair{"k", shape.kv_len}}) {
+    if (len != tokens) {
+      throw std::invalid_argument(std::string(name) + ": sequence length " + std::to_string(len) +
+                                  " does not match the geometry's tokens (" +
+                                  std::to_string(tokens) + ")");
+    }
+  }
   std::vector<LayerReport> reports;
   if (shape.batch == 0 || shape.heads == 0) return reports;
   const Axes a = axes_of(args);
   EntryViews entry;
   for (std::int64_t b = 0; b < shape.batch; ++b) {
-    reports.push_back(
-        attention.forward(entry.views(args, a, b, b * shape.heads * shape.q_len), layer, step));
+    reports.push_back(in_entry(b, shape.batch, [&] {
+      return attention.forward(entry.views(args, a, b, b * shape.heads * shape.q_len), layer, step);
+    }));
     if (progress) progress(b, 1);
   }
   return reports;

@@ -36,17 +36,6 @@ void fill_no_keys(const LayoutArgs& args, const LayoutShape& shape) {
   }
 }
 
-void check_blocks(const std::optional<std::int64_t>& block_q,
-                  const std::optional<std::int64_t>& block_kv) {
-  if (block_q && (*block_q < 1 || *block_q > 4096)) {
-    throw std::invalid_argument("block_q: must be in [1, 4096], got " + std::to_string(*block_q));
-  }
-  if (block_kv && (*block_kv < 64 || *block_kv > 1024 || *block_kv % 64 != 0)) {
-    throw std::invalid_argument("block_kv: must be a multiple of 64 in [64, 1024], got " +
-                                std::to_string(*block_kv));
-  }
-}
-
 struct ChoiceKey {
   Mask mask;
   std::int64_t q_len, kv_len, head_dim;
@@ -69,6 +58,16 @@ struct ChoiceKeyHash {
 
 }  // namespace
 
+void check_block_sizes(std::optional<std::int64_t> block_q, std::optional<std::int64_t> block_kv) {
+  if (block_q && (*block_q < 1 || *block_q > 4096)) {
+    throw std::invalid_argument("block_q: must be in [1, 4096], got " + std::to_string(*block_q));
+  }
+  if (block_kv && (*block_kv < 64 || *block_kv > 1024 || *block_kv % 64 != 0)) {
+    throw std::invalid_argument("block_kv: must be a multiple of 64 in [64, 1024], got " +
+                                std::to_string(*block_kv));
+  }
+}
+
 BlockChoice cached_block_choice(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
                                 std::int64_t head_dim, DType dtype, int threads) {
   static std::mutex mutex;
@@ -88,7 +87,7 @@ MaskedAttentionResult masked_attention(AttentionRunner& runner, const Mask& mask
                                        const LayoutArgs& args,
                                        const MaskedAttentionOptions& options) {
   const LayoutShape shape = check_layout_args(args);
-  check_blocks(options.block_q, options.block_kv);
+  check_block_sizes(options.block_q, options.block_kv);
   MaskedAttentionResult result;
   if (shape.batch == 0 || shape.heads == 0 || shape.q_len == 0) {
     mask.check_lengths(shape.q_len, shape.kv_len);

@@ -24,26 +24,14 @@ Byte* offset(Byte* data, std::int64_t elements, DType dtype) {
 
 }  // namespace
 
-const char* layout_axes_names(Layout layout) {
-  switch (layout) {
-    case Layout::kHND:
-      return "[heads, N, d]";
-    case Layout::kBHND:
-      return "[batch, heads, N, d]";
-    case Layout::kBNHD:
-      return "[batch, N, heads, d]";
-  }
-  return "?";
-}
-
 LayoutAxes layout_axes(const std::vector<std::int64_t>& shape,
                        const std::vector<std::int64_t>& strides, Layout layout,
                        const std::string& name) {
   const std::size_t rank = layout == Layout::kHND ? 3 : 4;
   if (shape.size() != rank) {
-    fail(name, "layout " + std::string(to_string(layout)) + " " + layout_axes_names(layout) +
-                   " needs a " + std::to_string(rank) + "-d tensor, got shape " +
-                   shape_text(shape));
+    fail(name, "layout " + std::string(to_string(layout)) + " " +
+                   std::string(layout_axes_text(layout)) + " needs a " + std::to_string(rank) +
+                   "-d tensor, got shape " + shape_text(shape));
   }
   for (const std::int64_t extent : shape) {
     if (extent < 0) fail(name, "extents must be >= 0, got shape " + shape_text(shape));

@@ -33,9 +33,6 @@ LayoutAxes layout_axes(const std::vector<std::int64_t>& shape,
                        const std::vector<std::int64_t>& strides, Layout layout,
                        const std::string& name);
 
-// "[batch, heads, N, d]" and friends, for messages.
-const char* layout_axes_names(Layout layout);
-
 // True when every batch entry can be one TensorView the kernel accepts.
 bool kernel_readable(const LayoutAxes& axes);
 // True when all batch entries together are one view (heads of consecutive

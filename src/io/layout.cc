@@ -7,18 +7,6 @@
 namespace tilesplash {
 namespace {
 
-const char* layout_axes(Layout layout) {
-  switch (layout) {
-    case Layout::kHND:
-      return "[heads, N, d]";
-    case Layout::kBHND:
-      return "[batch, heads, N, d]";
-    case Layout::kBNHD:
-      return "[batch, N, heads, d]";
-  }
-  return "?";
-}
-
 // Element offsets of (batch entry, head, row) and the strides within a batch entry.
 struct Strides {
   std::int64_t batch = 0;
@@ -77,6 +65,18 @@ std::string_view to_string(Layout layout) {
   return "?";
 }
 
+std::string_view layout_axes_text(Layout layout) {
+  switch (layout) {
+    case Layout::kHND:
+      return "[heads, N, d]";
+    case Layout::kBHND:
+      return "[batch, heads, N, d]";
+    case Layout::kBNHD:
+      return "[batch, N, heads, d]";
+  }
+  return "?";
+}
+
 std::optional<Layout> parse_layout(std::string_view text) {
   if (text == "hnd") return Layout::kHND;
   if (text == "bhnd") return Layout::kBHND;
@@ -87,9 +87,9 @@ std::optional<Layout> parse_layout(std::string_view text) {
 LayoutDims layout_dims(const Tensor& tensor, Layout layout, std::string_view name) {
   const std::size_t rank = layout == Layout::kHND ? 3 : 4;
   if (tensor.shape.size() != rank) {
-    io::fail(name, "layout " + std::string(to_string(layout)) + " " + layout_axes(layout) +
-                       " needs a " + std::to_string(rank) + "-d tensor, got shape " +
-                       shape_to_string(tensor.shape));
+    io::fail(name, "layout " + std::string(to_string(layout)) + " " +
+                       std::string(layout_axes_text(layout)) + " needs a " + std::to_string(rank) +
+                       "-d tensor, got shape " + shape_to_string(tensor.shape));
   }
   const auto& s = tensor.shape;
   switch (layout) {
@@ -146,7 +146,7 @@ void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, Layout layout,
                             const std::string& other, std::int64_t want) {
     io::fail(file, what + " " + std::to_string(got) + " does not match " + other + " (" +
                        std::to_string(want) + ") in layout " + std::string(to_string(layout)) +
-                       " " + layout_axes(layout));
+                       " " + std::string(layout_axes_text(layout)));
   };
   const auto same_dtype = [&](const std::string& file, const Tensor& tensor) {
     if (tensor.dtype != q.dtype) {
@@ -161,7 +161,7 @@ void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, Layout layout,
     for (const auto& [axis, extent] : axes) {
       if (extent < 1) {
         io::fail(file, std::string(axis) + " is 0 in layout " + std::string(to_string(layout)) +
-                           " " + layout_axes(layout) + "; expected at least 1");
+                           " " + std::string(layout_axes_text(layout)) + "; expected at least 1");
       }
     }
   };

@@ -103,3 +103,29 @@ def test_plans_are_cached_across_calls():
         tilesplash.attention(q, k, v, mask=str(mask), block_q=16, block_kv=64)  # equal mask, parsed
     stats = tilesplash.plan_cache_stats()
     assert stats["misses"] == misses and stats["hits"] >= 3
+
+
+def test_works_with_numpy_alone():
+    # The package needs only NumPy: with torch, ml_dtypes and diffusers made
+    # unimportable, it still imports and runs attention and VideoAttention.
+    import subprocess
+    import sys
+
+    code = """
+import importlib.abc, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in ("torch", "ml_dtypes", "diffusers"):
+            raise ImportError(name + " is blocked")
+sys.meta_path.insert(0, Block())
+import numpy as np, tilesplash
+x = np.ones((1, 2, 8, 8), np.float32)
+assert np.allclose(tilesplash.attention(x, x, x, mask="causal"), 1.0)
+g = tilesplash.VideoGeometry(2, 2, 2)
+y = np.ones((1, 8, 2, 8), np.float32)
+out, report = tilesplash.VideoAttention(g, density=0.5)(y, y, y)
+assert np.allclose(out, 1.0) and len(report["heads"]) == 2
+assert not any(m.split(".")[0] in ("torch", "ml_dtypes") for m in sys.modules)
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr

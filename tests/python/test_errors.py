@@ -102,10 +102,25 @@ def test_head_dim_not_supported(d):
 def test_nan_and_inf(name, value):
     q, k, v = qkv()
     {"q": q, "k": k, "v": v}[name][1, 2, 5, 3] = value
-    with raises(ValueError, f"{name} contains NaN or Inf", "expected finite values", "batch entry"):
+    # bhnd runs both batch entries as one kernel call, bnhd one call per entry:
+    # either way the message names the entry, the head and the row.
+    with raises(ValueError, f"{name} contains NaN or Inf (head 2, row 5)", "expected finite values",
+                "in batch entry 1"):
         tilesplash.attention(q, k, v, mask="causal")
     with raises(ValueError, f"{name} contains NaN or Inf (head 5, row 2)", "in batch entry 1"):
         tilesplash.attention(q, k, v, mask="causal", layout="bnhd")
+
+
+def test_the_torch_op_called_directly_checks_its_arguments():
+    torch = pytest.importorskip("torch")
+    import tilesplash._torch_ops  # noqa: F401  registers the op
+    x = torch.zeros(2, 8, 16)
+    with raises(ValueError, "q:", "4-d"):
+        torch.ops.tilesplash.attention(x, x, x, "dense", "bhnd", None, None, None, 0)
+    with raises(ValueError, "layout:"):
+        torch.ops.tilesplash.attention(x, x, x, "dense", "nhd", None, None, None, 0)
+    with raises(TypeError, "k:", "float64"):
+        torch.ops.tilesplash.attention(x, x.double(), x, "dense", "hnd", None, None, None, 0)
 
 
 def test_nan_through_the_torch_op():
@@ -134,6 +149,10 @@ def test_bad_spec(spec):
     ({"block_kv": 100}, ("block_kv:", "multiple of 64")),
     ({"block_q": 0}, ("block_q:", ">= 1")),
     ({"block_q": 5000}, ("block_q:", "[1, 4096]")),
+    ({"block_q": 2**70}, ("block_q:", "<= 9223372036854775807")),
+    ({"threads": 2**40}, ("threads:", "<= 2147483647")),
+    ({"scale": 1e-300}, ("scale:", "float32")),
+    ({"scale": 10**400}, ("scale:", "beyond the float range")),
 ])
 def test_bad_options(kwargs, words):
     with raises(ValueError, *words):
@@ -145,6 +164,32 @@ def test_bad_option_types():
         tilesplash.attention(*qkv(), scale="1")
     with raises(TypeError, "threads:"):
         tilesplash.attention(*qkv(), threads=1.5)
+    with raises(TypeError, "return_lse:", "True or False", "str"):
+        tilesplash.attention(*qkv(), return_lse="no")
+    with raises(ValueError, "capacity:", ">= 0"):
+        tilesplash.set_plan_cache_capacity(-1)
+
+
+G = VideoGeometry(2, 3, 3)
+
+
+@pytest.mark.parametrize("make,kind,words", [
+    (lambda: Mask.causal(1.5), TypeError, ("offset:", "an int", "float")),
+    (lambda: Mask.local(left="3"), TypeError, ("left:", "an int or None", "str")),
+    (lambda: Mask.local(right=-1), ValueError, ("right:", ">= 0")),
+    (lambda: Mask.chunked(0), ValueError, ("size:", ">= 1")),
+    (lambda: Mask.chunked(None), TypeError, ("size:",)),
+    (lambda: Mask.random(1.5), ValueError, ("density:", "[0, 1]")),
+    (lambda: Mask.random(0.5, seed=-1), ValueError, ("seed:",)),
+    (lambda: Mask.spatial("frames=2,height=3,width=3", 4), TypeError, ("geometry:", "VideoGeometry")),
+    (lambda: Mask.spatial(G, 2.5), TypeError, ("band:", "an int or None")),
+    (lambda: Mask.temporal(G, 4, sink="yes"), TypeError, ("sink:", "True or False")),
+    (lambda: Mask.spatial(G, density="0.2"), TypeError, ("density:",)),
+    (lambda: Mask.causal().keeps(1.0, 2), TypeError, ("q:", "an int")),
+])
+def test_mask_constructor_errors(make, kind, words):
+    with raises(kind, *words):
+        make()
 
 
 def test_video_mask_on_the_wrong_length():
@@ -187,6 +232,15 @@ def test_plan_errors():
     (lambda: VideoGeometry(0, 3, 3), ValueError, ("frames",)),
     (lambda: VideoGeometry(2, 3, 3, text=4), ValueError, ("text",)),
     (lambda: VideoGeometry(2, 3, 3, text=4, text_at="middle"), ValueError, ("text_at:", "'before'")),
+    (lambda: VideoGeometry(2.0, 3, 3), TypeError, ("frames:", "an int", "float")),
+    (lambda: VideoGeometry(2, "3", 3), TypeError, ("height:", "an int", "str")),
+    (lambda: VideoGeometry(2, 3, 3, text=True), TypeError, ("text:", "an int", "bool")),
+    (lambda: VideoGeometry(2, 3, 3, text=4, text_at=1), TypeError, ("text_at:", "a str", "int")),
+    (lambda: VideoGeometry(2, 3, 2**64), ValueError, ("width:", "64-bit")),
+    (lambda: VideoGeometry.parse(3), TypeError, ("text:", "a str")),
+    (lambda: VideoAttention(VideoGeometry(2, 3, 3), sink=1), TypeError, ("sink:", "True or False")),
+    (lambda: VideoAttention(VideoGeometry(2, 3, 3), text_full=None), TypeError, ("text_full:",)),
+    (lambda: VideoAttention(VideoGeometry(2, 3, 3), threads=-1), ValueError, ("threads:",)),
     (lambda: VideoAttention("frames=2", density=0.2), TypeError, ("geometry:",)),
     (lambda: VideoAttention(VideoGeometry(2, 3, 3), density=0.0), ValueError, ("density", "(0, 1]")),
     (lambda: VideoAttention(VideoGeometry(2, 3, 3), density=1.5), ValueError, ("density",)),
@@ -205,8 +259,10 @@ def test_video_constructor_errors(make, kind, words):
 def test_video_call_errors():
     layer = VideoAttention(VideoGeometry(2, 3, 3))
     q, k, v = qkv((1, 17, 2, 16))
-    with raises(ValueError, "q.len", "18"):
+    with raises(ValueError, "q: sequence length 17", "geometry's tokens (18)"):
         layer(q, k, v)
+    with raises(ValueError, "q: sequence length 17", "(18)"):
+        layer(*qkv((0, 17, 2, 16)))  # no batch entries: N is still fixed by the geometry
     q, k, v = qkv((1, 18, 2, 16))
     with raises(ValueError, "layer:"):
         layer(q, k, v, layer=-1)
@@ -217,5 +273,11 @@ def test_video_call_errors():
     q[0, 3, 1, 2] = math.nan
     with raises(ValueError, "NaN"):
         layer(q, k, v)
+    q, k, v = qkv((2, 18, 2, 16))
+    v[1, 4, 0, 0] = math.inf
+    with raises(ValueError, "v contains NaN or Inf", "in batch entry 1"):
+        layer(q, k, v)
+    with raises(TypeError, "return_lse:"):
+        layer(*qkv((1, 18, 2, 16)), return_lse=None)
     out, report = layer(*qkv((0, 18, 2, 16)))  # no batch entries
     assert out.shape == (0, 18, 2, 16) and report["heads"] == []
