@@ -96,13 +96,26 @@ def determinism(rank, world):
 
 
 def ring_skips(rank, world):
-    """Which ring steps ran under a causal mask, seen through the plan cache's
-    misses: a skipped step builds no plan."""
+    """Which steps ran under a causal mask, seen through the plan cache's misses
+    (a skipped step builds no plan), and which transfers were posted."""
+    import torch.distributed as dist
+
     tilesplash.clear_plan_cache()
     q, k, v = (shard(x, "bnhd", splits("causal", world), rank) for x in make_inputs("causal"))
-    before = tilesplash.plan_cache_stats()["misses"]
-    distributed.ring_attention(q, k, v, mask="causal", threads=1, timeout=60)
-    return tilesplash.plan_cache_stats()["misses"] - before
+    posted = []
+    original = dist.batch_isend_irecv
+
+    def counting(ops):
+        posted.extend("send" if op.op is dist.isend else "recv" for op in ops)
+        return original(ops)
+
+    dist.batch_isend_irecv = counting
+    try:
+        before = tilesplash.plan_cache_stats()["misses"]
+        distributed.ring_attention(q, k, v, mask="causal", threads=1, timeout=60)
+        return tilesplash.plan_cache_stats()["misses"] - before, sorted(posted)
+    finally:
+        dist.batch_isend_irecv = original
 
 
 def one_rank_raises(rank, world, scheme, exits):

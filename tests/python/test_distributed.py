@@ -77,8 +77,12 @@ def test_same_call_twice_gives_the_same_bits():
 
 
 def test_ring_skips_the_steps_a_causal_mask_leaves_empty():
-    # Under causal, rank r needs the K/V of ranks 0..r only: r + 1 window plans.
-    assert values(run_ranks(3, dist_cases.ring_skips)) == [1, 2, 3]
+    # Under causal, rank r needs the K/V of ranks 0..r only: r + 1 window plans,
+    # and each shard is sent only to the ranks after it.
+    per_rank = values(run_ranks(3, dist_cases.ring_skips))
+    assert [plans for plans, _ in per_rank] == [1, 2, 3]
+    assert [posted for _, posted in per_rank] == [
+        ["send", "send"], ["recv", "send"], ["recv", "recv"]]
 
 
 @pytest.mark.parametrize("scheme", ["ulysses", "ring"])
