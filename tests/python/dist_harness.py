@@ -18,7 +18,10 @@ import queue
 import time
 import traceback
 
-_PRELOAD = ["torch", "torch.distributed", "torch._dynamo", "tilesplash", "tilesplash.distributed", "dist_cases"]
+# torch._dynamo: the first call of a torch custom op imports it (seconds); the
+# forkserver pays that once instead of every rank of every launch.
+_PRELOAD = ["torch", "torch.distributed", "torch._dynamo", "tilesplash", "tilesplash.distributed",
+            "dist_cases"]
 
 
 def _context():
