@@ -79,9 +79,11 @@ def _lse_array(kind, lse, name, shape):
     if kind == "torch":
         torch = torch_module()
         if not is_torch(lse):
-            raise TypeError(f"{name}: expected a torch.Tensor like outputs, got {type(lse).__name__}")
+            raise TypeError(f"{name}: expected a torch.Tensor like outputs, got "
+                            f"{type(lse).__name__}")
         if lse.device.type != "cpu":
-            raise ValueError(f"{name}: expected a CPU tensor, got a tensor on device '{lse.device}'")
+            raise ValueError(f"{name}: expected a CPU tensor, got a tensor on device "
+                             f"'{lse.device}'")
         if lse.dtype != torch.float32:
             raise TypeError(f"{name}: expected float32 (as attention(..., return_lse=True) "
                             f"returns), got {lse.dtype}")

@@ -18,6 +18,7 @@ if not dist.is_available() or not dist.is_gloo_available():
     pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
 
 import tilesplash  # noqa: E402
+from tilesplash import distributed  # noqa: E402
 
 import dist_cases  # noqa: E402
 from dist_harness import run_ranks, values  # noqa: E402
@@ -64,11 +65,12 @@ def test_uneven_cases_really_are_uneven():
         assert len(set(dist_cases.splits("dense", world))) > 1
         assert 0 in dist_cases.splits("local_ragged_split", 3)
         heads = dist_cases.CASES["dense"][2]
-        split = [b - a for a, b in (tilesplash.distributed.head_range(heads, r, world)
+        split = [b - a for a, b in (distributed.head_range(heads, r, world)
                                      for r in range(world))]
         assert sum(split) == heads
-    assert [tilesplash.distributed.head_range(4, r, 3) for r in range(3)] == [(0, 1), (1, 2), (2, 4)]
-    assert [tilesplash.distributed.head_range(2, r, 3) for r in range(3)] == [(0, 0), (0, 1), (1, 2)]
+    head_range = distributed.head_range
+    assert [head_range(4, r, 3) for r in range(3)] == [(0, 1), (1, 2), (2, 4)]
+    assert [head_range(2, r, 3) for r in range(3)] == [(0, 0), (0, 1), (1, 2)]
 
 
 def test_same_call_twice_gives_the_same_bits():
@@ -120,7 +122,7 @@ def test_not_initialized_is_a_clear_error():
     if dist.is_initialized():
         pytest.skip("this process already has a default process group")
     with pytest.raises(RuntimeError, match="torch.distributed is not initialized"):
-        tilesplash.distributed.ulysses_attention(q, q, q)
+        distributed.ulysses_attention(q, q, q)
 
 
 def test_a_subgroup_of_ranks():
