@@ -305,10 +305,11 @@ def predict(tokens, heads, density, ranks, link_gb_s, rank_gflops, host_a2a_gb_s
         hop_bytes = 2.0 * tokens / r * heads / u * HEAD_DIM * bytes_per
         hop = hop_bytes * (1 / (link_gb_s * 1e9) + 1 / (host_hop_gb_s * 1e9)) + LATENCY_S
         # A band needs only the ring steps its half-width reaches; the others
-        # move nothing. Each needed hop hides behind the previous step's compute.
+        # move nothing. Each needed hop runs during the previous step's compute
+        # (the first during the rank's own block) and shows only where longer.
         width = 1.0 - math.sqrt(1.0 - density) if density < 1.0 else 1.0
         steps = min(r, 1 + 2 * math.ceil(width * r))
-        exposed_ring = hop + (steps - 2) * max(0.0, hop - attention / steps) if steps > 1 else 0.0
+        exposed_ring = (steps - 1) * max(0.0, hop - attention / steps)
     return {"ranks": ranks, "ulysses": u, "ring": r, "attention_s": attention,
             "a2a_bytes": a2a_bytes, "a2a_s": a2a, "ring_hop_bytes": hop_bytes,
             "ring_exposed_s": exposed_ring,
