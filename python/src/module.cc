@@ -93,4 +93,6 @@ NB_MODULE(_core, m) {
   python::bind_plan(m);
   python::bind_attention(m);
   python::bind_video_attention(m);
+  python::bind_window(m);
+  python::bind_merge(m);
 }

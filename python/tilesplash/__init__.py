@@ -19,6 +19,7 @@ from ._attention import TilePlan, attention, plan, set_plan_cache_capacity
 from ._core import VideoGeometry, active_isa, available_isas, presets
 from ._core import clear_plan_cache, plan_cache_stats
 from ._mask import Mask
+from ._merge import merge_attention
 from ._video import VideoAttention
 
 __version__ = _core.LIBRARY_VERSION
@@ -32,6 +33,7 @@ __all__ = [
     "attention",
     "available_isas",
     "clear_plan_cache",
+    "merge_attention",
     "plan",
     "plan_cache_stats",
     "presets",
