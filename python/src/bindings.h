@@ -42,5 +42,6 @@ void bind_video(nb::module_& m);
 void bind_plan(nb::module_& m);
 void bind_attention(nb::module_& m);
 void bind_video_attention(nb::module_& m);
+void bind_clusters(nb::module_& m);
 
 }  // namespace tilesplash::python

@@ -93,4 +93,5 @@ NB_MODULE(_core, m) {
   python::bind_plan(m);
   python::bind_attention(m);
   python::bind_video_attention(m);
+  python::bind_clusters(m);
 }

@@ -16,6 +16,7 @@ import sys as _sys
 
 from . import _core
 from ._attention import TilePlan, attention, plan, set_plan_cache_capacity
+from ._clusters import KMeansResult, kmeans
 from ._core import VideoGeometry, active_isa, available_isas, presets
 from ._core import clear_plan_cache, plan_cache_stats
 from ._mask import Mask
@@ -24,6 +25,7 @@ from ._video import VideoAttention
 __version__ = _core.LIBRARY_VERSION
 
 __all__ = [
+    "KMeansResult",
     "Mask",
     "TilePlan",
     "VideoAttention",
@@ -32,6 +34,7 @@ __all__ = [
     "attention",
     "available_isas",
     "clear_plan_cache",
+    "kmeans",
     "plan",
     "plan_cache_stats",
     "presets",
