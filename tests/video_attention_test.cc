@@ -66,7 +66,7 @@ void check_front_door(const VideoGeometry& g, const VideoAttentionOptions& optio
 TEST(VideoAttention, EqualsMaskedAttentionOnTheOriginalOrder) {
   for (const VideoGeometry& g : test::small_geometries()) {
     const Inputs in = random_inputs(g, DType::kF32, 3, 16, false, 7);
-    for (const std::optional<HeadMask> force :
+    for (const std::optional<HeadMask>& force :
          {std::optional<HeadMask>(HeadMask::kSpatial), std::optional(HeadMask::kTemporal),
           std::optional(HeadMask::kDense), std::optional<HeadMask>()}) {
       for (int flags = 0; flags < 4; ++flags) {
@@ -95,7 +95,7 @@ TEST(VideoAttention, RaggedTilesStridedLayoutsAndBf16) {
   for (const DType dtype : {DType::kF32, DType::kBF16}) {
     for (const bool strided : {false, true}) {
       const Inputs in = random_inputs(g, dtype, 2, 32, strided, 21);
-      for (const HeadMask force : {HeadMask::kSpatial, HeadMask::kTemporal}) {
+      for (const HeadMask& force : {HeadMask::kSpatial, HeadMask::kTemporal}) {
         for (const bool sink : {false, true}) {
           VideoAttentionOptions options;
           options.density = 0.3;

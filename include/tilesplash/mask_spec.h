@@ -11,6 +11,7 @@
 #pragma once
 
 #include <string_view>
+#include <vector>
 
 #include "tilesplash/mask.h"
 
@@ -18,5 +19,9 @@ namespace tilesplash {
 
 // Throws std::invalid_argument("mask spec: ...") on any malformed input.
 Mask parse_mask_spec(std::string_view spec);
+
+// The family names the parser knows ("dense", "causal", ..., "temporal"), in
+// the order of its error messages. Families register in one table.
+std::vector<std::string_view> mask_spec_names();
 
 }  // namespace tilesplash

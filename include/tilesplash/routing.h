@@ -2,30 +2,58 @@
 // VideoAttention takes Q, K and V of every head of one layer in the original
 // (frame-major) token order, plus the layer and denoising-step indices, and
 // returns the attention output (and LSE) with a report per head. Each head
-// runs dense (warm-up layers and steps), spatial or temporal; the router picks
-// between the last two by sampling a few video query rows, computing their
-// exact attention under the dense, spatial and temporal masks, and keeping the
-// mask whose output is closer to dense (DESIGN §6). Spatial heads run as they
-// are; temporal heads are permuted to token-major order and back, so both
-// kinds execute one shared band plan, and the sink runs as its own key
-// segment merged through the LSEs. The output equals masked attention with
-// each head's chosen mask applied on the original order.
+// runs dense (warm-up layers and steps) or one of a list of named candidate
+// masks (candidates.h); the router picks per head by sampling a few video
+// query rows, computing their exact attention under the dense mask and every
+// candidate, and keeping the candidate whose output is closest to dense
+// (smallest MSE, DESIGN §6), optionally among those within a density budget.
+// The default list is Sparse VideoGen's spatial and temporal pair on one band.
+// Each candidate runs in its own row order (temporal heads token-major, STA
+// tile-major) with Q/K/V permuted in and the output permuted back, plus the
+// sink as its own key segment merged through the LSEs. With cluster options
+// set, heads run Sparse VideoGen 2's semantic clusters instead (clusters.h):
+// a per-head k-means of Q and K, warm-started from the previous call for the
+// same layer, and a plan built per head and step. Either way the output
+// equals masked attention with each head's mask applied on the original order.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tilesplash/attention.h"
+#include "tilesplash/candidates.h"
+#include "tilesplash/clusters.h"
 #include "tilesplash/plan.h"
 #include "tilesplash/video.h"
 
 namespace tilesplash {
 
-enum class HeadMask : std::uint8_t { kDense, kSpatial, kTemporal };
-std::string_view to_string(HeadMask mask);  // "dense", "spatial", "temporal"
+// The name of the mask a head runs: "dense", a candidate's name ("spatial",
+// "temporal", "radial", "sta:3x3x3", ...) or "svg2". The constants name dense
+// and the Sparse VideoGen pair, which every front door knows.
+class HeadMask {
+ public:
+  HeadMask() = default;  // dense
+  explicit HeadMask(std::string name) : name_(std::move(name)) {}
+  static const HeadMask kDense;
+  static const HeadMask kSpatial;
+  static const HeadMask kTemporal;
+  const std::string& name() const { return name_; }
+  friend bool operator==(const HeadMask&, const HeadMask&) = default;
+
+ private:
+  std::string name_ = "dense";
+};
+inline const HeadMask HeadMask::kDense{"dense"};
+inline const HeadMask HeadMask::kSpatial{"spatial"};
+inline const HeadMask HeadMask::kTemporal{"temporal"};
+inline std::string_view to_string(const HeadMask& mask) { return mask.name(); }
 
 // Dense attention for layers [0, dense_layers) and steps [0, dense_steps):
 // Sparse VideoGen keeps the first layer(s) and the first 10-20% of the
@@ -44,30 +72,50 @@ struct RouterOptions {
 };
 
 struct VideoAttentionOptions {
-  // The band half-width W in tokens; when unset, the band whose spatial and
-  // temporal masks (sink and text areas included) average closest to density.
+  // The heads' choices; names must be unique and not "dense". Empty: Sparse
+  // VideoGen's spatial and temporal masks on the band below (method "svg").
+  std::vector<MaskCandidate> candidates;
+  // The band half-width W in tokens of the default candidates; when unset,
+  // the band whose spatial and temporal masks (sink and text areas included)
+  // average closest to density.
   std::optional<std::int64_t> band;
   double density = 0.25;  // in (0, 1]; used only without band
-  bool sink = false;      // OR the first-frame sink into both masks
+  bool sink = false;      // OR the first-frame sink into both default masks
   bool text_full = true;  // text rows and columns attend everything (no effect without text)
+  // Route only among candidates of density <= budget (the least dense one
+  // when none is); unset: every candidate.
+  std::optional<double> density_budget;
   WarmupPolicy warmup;
   RouterOptions router;
-  std::optional<HeadMask> force;  // every head runs this mask, no routing (benchmarks)
-  BlockSizes blocks;              // tiles of the band, sink and dense plans
-  int threads = 0;                // 0: all hardware threads
-  std::optional<float> scale;     // default 1 / sqrt(head_dim)
-  bool check_finite = true;       // reject NaN / Inf in Q, K, V
+  // Every head runs this mask, no routing (benchmarks): dense, a candidate,
+  // or svg2 with clusters set.
+  std::optional<HeadMask> force;
+  // Sparse VideoGen 2: every head past the warm-up runs its own semantic
+  // clusters (clusters.h) instead of a candidate; exclusive with candidates.
+  std::optional<ClusterOptions> clusters;
+  BlockSizes blocks;           // tiles of the band, sink and dense plans
+  int threads = 0;             // 0: all hardware threads
+  std::optional<float> scale;  // default 1 / sqrt(head_dim)
+  bool check_finite = true;    // reject NaN / Inf in Q, K, V
 };
 
 struct HeadReport {
   std::int64_t head = 0;
   HeadMask choice = HeadMask::kDense;
-  bool routed = false;           // false for warm-up or forced heads
-  double mse_spatial = 0.0;      // NaN when not routed
-  double mse_temporal = 0.0;     // NaN when not routed
-  double density = 1.0;          // of the mask the head ran with, over tokens x tokens
+  bool routed = false;  // false for warm-up or forced heads
+  // Sampled MSE against dense of every candidate, in VideoAttention::
+  // candidates() order; empty when not routed.
+  std::vector<double> mse;
+  double mse_spatial = 0.0;   // mse of the candidate named "spatial"; NaN when none or not routed
+  double mse_temporal = 0.0;  // likewise for "temporal"
+  double density = 1.0;       // of the mask the head ran with, over tokens x tokens
+  // Pairs inside the tiles the kernel visited (full and partial, every key
+  // segment) over tokens x tokens: the kernel's work against dense's.
+  double tiles_visited = 1.0;
   double seconds = 0.0;          // this head's attention: permutation, kernel calls, merge
-  double permute_seconds = 0.0;  // of which permutation (temporal heads only)
+  double permute_seconds = 0.0;  // of which permutation (heads run in another order)
+  double cluster_seconds = 0.0;  // svg2: of which k-means and the choice of cluster pairs
+  double plan_seconds = 0.0;     // svg2: of which this head's plan (masks, orders, tiles)
 };
 
 struct LayerReport {
@@ -75,18 +123,35 @@ struct LayerReport {
   std::int64_t band = 0;
   bool warmup = false;             // the warm-up policy made every head dense
   double routing_seconds = 0.0;    // sampling, the router's kernel call and the MSEs
-  double plan_seconds = 0.0;       // plans built in this call (0 once cached)
+  double plan_seconds = 0.0;       // plans built in this call (0 once cached; svg2: every call)
+  double cluster_seconds = 0.0;    // svg2: k-means and pair choice, sum over heads
   double permute_seconds = 0.0;    // sum over heads
   double attention_seconds = 0.0;  // sum over heads
   double total_seconds = 0.0;
 };
 
-// MSEs of the sampled rows' spatial and temporal outputs against dense.
+// MSEs of the sampled rows' outputs under every candidate against dense.
 struct RouteDecision {
-  HeadMask choice = HeadMask::kSpatial;  // the smaller MSE; spatial on a tie
-  double mse_spatial = 0.0;
-  double mse_temporal = 0.0;
+  HeadMask choice;            // the smallest MSE within the budget; the first on a tie
+  std::size_t index = 0;      // of the choice in VideoAttention::candidates()
+  std::vector<double> mse;    // per candidate
+  double mse_spatial = 0.0;   // of "spatial"; NaN when there is none
+  double mse_temporal = 0.0;  // of "temporal"; NaN when there is none
 };
+
+// Every method a front door runs by name: method_names() (candidate lists,
+// routed per head) and "svg2" (semantic clusters per head).
+std::span<const std::string_view> attention_method_names();
+
+// The front-door options of a method, matched to options.density: "svg2"
+// sets clusters (default_cluster_options(geometry), the top_p that meets the
+// density per head, min_kc_ratio at most density / 2 so that the floor
+// leaves it room); any other name sets candidates = method_candidates().
+// The rest (warm-up, router, blocks, threads) stays default for the caller
+// to set. Throws std::invalid_argument naming the valid methods.
+VideoAttentionOptions method_attention_options(std::string_view method,
+                                               const VideoGeometry& geometry,
+                                               const MethodOptions& options = {});
 
 // Owns its kernel runner, thread pool, plan cache and scratch buffers: one
 // object serves one call at a time and is meant to live across layers and
@@ -101,9 +166,18 @@ class VideoAttention {
 
   const VideoGeometry& geometry() const;
   const VideoAttentionOptions& options() const;
-  std::int64_t band() const;  // W, resolved from options.band or options.density
-  // The mask a head with this choice runs, on the original order.
-  Mask mask(HeadMask choice) const;
+  std::int64_t band() const;  // W of the default candidates, from options.band or options.density
+  // options.candidates, or the default spatial and temporal pair.
+  const std::vector<MaskCandidate>& candidates() const;
+  // The mask a head with this choice ran, on the original order. Throws
+  // std::invalid_argument for a name that is neither dense nor a candidate.
+  Mask mask(const HeadMask& choice) const;
+  // The cluster mask head `head` ran in the last forward() (svg2 only), on
+  // the original order; it classifies by scanning, for checks.
+  Mask head_mask(std::int64_t head) const;
+  // Forget the clusters of earlier calls (a new video): the next call
+  // clusters every head from scratch.
+  void reset_clusters();
 
   // args: q, k [heads, tokens, d], v [heads, tokens, dv], out [heads, tokens,
   // dv] (f32 or the input dtype), lse (heads * tokens floats) or null; all in

@@ -4,6 +4,8 @@
 
 #include "tilesplash/attention.h"
 #include "tilesplash/batched_attention.h"
+#include "tilesplash/candidates.h"
+#include "tilesplash/clusters.h"
 #include "tilesplash/evaluation.h"
 #include "tilesplash/kernel_limits.h"
 #include "tilesplash/mask.h"
@@ -13,7 +15,9 @@
 #include "tilesplash/plan.h"
 #include "tilesplash/plan_cache.h"
 #include "tilesplash/plan_window.h"
+#include "tilesplash/radial.h"
 #include "tilesplash/routing.h"
+#include "tilesplash/sta.h"
 #include "tilesplash/tensor.h"
 #include "tilesplash/tensor_io.h"
 #include "tilesplash/tuning.h"

@@ -3,7 +3,9 @@
 // order, but it never runs in that order: Q, K and V are permuted to
 // token-major order, where it is the band that spatial heads share, and the
 // first-frame sink runs as its own key segment (video.h, video_run_masks).
-// plan_mask() therefore plans that band and describes the substitution, and
+// A sliding-tile (sta) mask likewise runs, and is planned, in tile-major
+// order (sta.h), and a radial mask adds the density of the paper's block vote.
+// plan_mask() therefore plans the mask that runs and describes the substitution, and
 // plan_fields() lists what `tilesplash plan --json` prints and Python's
 // TilePlan.stats() returns, so the two cannot drift apart. For tile sizes,
 // the band plan is what every routed head of a layer runs, so it is the mask
@@ -38,15 +40,27 @@ struct TemporalRun {
   double mask_density = 0.0;
 };
 
-struct MaskPlan {
-  Mask mask;                             // as given
-  std::shared_ptr<const TilePlan> plan;  // what the kernel runs
-  std::optional<TemporalRun> temporal;   // set when `plan` is a temporal mask's band
+// How a sliding-tile mask's plan differs: it runs in tile-major order, where
+// every key tile is one run of keys.
+struct TileMajorRun {
+  std::string order;                 // the row order's name, "tile-major"
+  Mask run_mask;                     // planned instead of the mask (run-order indices)
+  std::int64_t mask_kept_pairs = 0;  // of the sta mask itself (equal to the plan's)
+  double mask_density = 0.0;
 };
 
-// The plan of `mask`, or of its token-major band for a temporal video mask
-// (which needs q_len == kv_len == its token count; std::invalid_argument
-// otherwise). From `plans` when given, else built here.
+struct MaskPlan {
+  Mask mask;                                 // as given
+  std::shared_ptr<const TilePlan> plan;      // what the kernel runs
+  std::optional<TemporalRun> temporal;       // set when `plan` is a temporal mask's band
+  std::optional<TileMajorRun> sta;           // set when `plan` is an sta mask's tile-major mask
+  std::optional<double> block_vote_density;  // radial: the paper's block vote (radial.h)
+};
+
+// The plan of `mask`; of its token-major band for a temporal video mask, of
+// its tile-major mask for an sta mask (both need q_len == kv_len == their
+// token count; std::invalid_argument otherwise). From `plans` when given,
+// else built here.
 MaskPlan plan_mask(const Mask& mask, std::int64_t q_len, std::int64_t kv_len, BlockSizes blocks,
                    PlanCache* plans = nullptr);
 
@@ -55,7 +69,9 @@ using FieldValue = std::variant<std::int64_t, double, std::string>;
 // partial, empty, distinct_partial, kept_pairs, density, plan_bytes,
 // build_seconds; for a temporal mask also plan_order, plan_note, plan_mask,
 // sink_kv_len, sink_full, sink_partial, sink_empty, sink_distinct_partial,
-// sink_kept_pairs (with the sink), mask_kept_pairs and mask_density.
+// sink_kept_pairs (with the sink), mask_kept_pairs and mask_density; for an
+// sta mask plan_order, plan_note, plan_mask, mask_kept_pairs and
+// mask_density; for a radial mask block_vote_density.
 std::vector<std::pair<std::string, FieldValue>> plan_fields(const MaskPlan& plan);
 
 // The band plan every routed head runs: video_run_masks(spatial, ...).band.

@@ -4,32 +4,50 @@
 // It is the default workload of the `route` demo and the benchmarks.
 //
 // How it is built (per head, d = head_dim, scale 1/sqrt(d)):
-//  - Unit features: one per frame, e_f, and one per patch position, g_p, from
-//    seeded Gaussians. Frame features are smoothed with their neighbours
+//  - A video token (f, p) gets a unit feature phi from its head's planted
+//    type; q = a * (phi + noise * eps_q) and k = a * (phi + noise * eps_k),
+//    with eps ~ N(0, I / d) per token and a^2 = sharpness * sqrt(d), so the
+//    scaled score of two tokens is about sharpness * <phi_q, phi_k>.
+//  - spatial (frame-local, Sparse VideoGen's spatial heads): phi = e_f, one
+//    seeded Gaussian feature per frame, smoothed with its neighbours
 //    (e_f ~ r_f + (r_{f-1} + r_{f+1}) / 2, normalised), so adjacent frames
-//    share about two thirds of a frame feature; patch features are
-//    independent (nearly orthogonal in d dimensions).
-//  - A video token (f, p) gets the head's feature phi: e_f for a spatial head,
-//    g_p for a temporal head, (e_f + g_p) / sqrt(2) for an ambiguous head.
-//    q = a * (phi + noise * eps_q) and k = a * (phi + noise * eps_k), with
-//    eps ~ N(0, I / d) per token and a^2 = sharpness * sqrt(d), so the scaled
-//    score of two tokens is about sharpness * <phi_q, phi_k>.
-//  - Spatial heads therefore put their weight on the query's own frame (and a
-//    little on the adjacent frames): the frame-major band of the spatial mask
-//    holds it while W >= P. Temporal heads put it on the query's patch in
-//    every frame: the token-major band holds it while W >= F. Ambiguous heads
-//    run at 0.35 x the sharpness on the mixed feature, so their weight spreads
-//    over the whole sequence (dense-ish) and neither mask fits well.
+//    share about two thirds of it. The weight sits on the query's own frame
+//    and a little on the adjacent ones: the frame-major band holds it.
+//  - temporal (same position across frames, SVG's temporal heads): phi = g_p,
+//    one independent feature per patch position, nearly orthogonal in d
+//    dimensions: the weight sits on the query's patch in every frame.
+//  - cluster (objects with no geometric order, Sparse VideoGen 2): phi = o_m,
+//    one feature per object m < objects, and every video token belongs to an
+//    object drawn by a hash of (seed, head, token): the weight sits on the
+//    query's object, scattered over the whole video.
+//  - decay (energy decaying with distance, Radial Attention): phi(f, y, x) =
+//    sqrt(2 / d) [cos(w_i . z), sin(w_i . z)] for d / 2 seeded frequency
+//    vectors w_i and z = (f / decay_frames, y / decay_patches, x /
+//    decay_patches), w_i multivariate Cauchy: random Fourier features, so
+//    <phi(z), phi(z')> ~ exp(-|z - z'|), about 1 - |z - z'| for near tokens.
+//    The score falls linearly with the scaled spatio-temporal distance and
+//    the softmax weight exponentially: a ball around the query, whose
+//    window in the image narrows as the frame distance grows (the radial
+//    shape of Radial's energy decay).
+//  - mixtures, the sum of two of the above over sqrt(2) at the full
+//    sharpness, so half of each pattern's score: spatial+temporal (a cross:
+//    the query's frame and its position in every frame), decay+cluster
+//    (near tokens and the query's object).
+//  - ambiguous: (e_f + g_p) / sqrt(2) at 0.35 x the sharpness, so the weight
+//    spreads over the whole sequence (dense-ish) and no mask fits well.
 //  - Text tokens carry noise only (q = a * noise * eps); V is N(0, 1) for
 //    every token.
-// The kinds are assigned to heads in the given proportions (rounded, the
-// rest temporal) and shuffled by the seed; 30% spatial, 65% temporal and 5%
-// ambiguous by default, close to Sparse VideoGen's 29 / 67 / 4 on HunyuanVideo.
-// Every value comes from a counter-based generator keyed by (seed, head,
-// tensor, row), so the data does not depend on the thread count.
+// Without an explicit list, kinds are assigned to heads in the given
+// proportions (rounded, the rest temporal) and shuffled by the seed; 30%
+// spatial, 65% temporal and 5% ambiguous by default, close to Sparse
+// VideoGen's 29 / 67 / 4 on HunyuanVideo. Every value comes from a
+// counter-based generator keyed by (seed, head, tensor, row), so the data
+// does not depend on the thread count, and a head's data depends only on
+// its own kind.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -38,8 +56,22 @@
 
 namespace tilesplash {
 
-enum class PlantedHead : std::uint8_t { kSpatial, kTemporal, kAmbiguous };
-std::string_view to_string(PlantedHead planted);  // "spatial", "temporal", "ambiguous"
+enum class PlantedHead : std::uint8_t {
+  kSpatial,
+  kTemporal,
+  kAmbiguous,
+  kCluster,
+  kDecay,
+  kSpatialTemporal,
+  kDecayCluster,
+};
+// "spatial", "temporal", "ambiguous", "cluster", "decay", "spatial+temporal",
+// "decay+cluster"
+std::string_view to_string(PlantedHead planted);
+// Every kind, in enum order.
+std::span<const PlantedHead> planted_heads();
+// The kind of that name; throws std::invalid_argument listing the names.
+PlantedHead parse_planted_head(std::string_view name);
 
 struct WorkloadOptions {
   std::int64_t heads = 2;
@@ -50,9 +82,15 @@ struct WorkloadOptions {
   double ambiguous_fraction = 0.05;  // temporal heads are the rest
   // One entry per head when non-empty; overrides the fractions.
   std::vector<PlantedHead> planted;
-  double sharpness = 12.0;  // scaled score of two tokens with the same feature (> 0)
-  double noise = 0.3;       // per-token noise, relative to the unit feature (>= 0)
-  int threads = 0;          // 0: all hardware threads
+  double sharpness = 12.0;    // scaled score of two tokens with the same feature (> 0)
+  double noise = 0.3;         // per-token noise, relative to the unit feature (>= 0)
+  std::int64_t objects = 20;  // cluster heads: objects per head (>= 1)
+  // decay heads: the kernel's length scales (> 0). The weight falls by e
+  // every decay_frames / sharpness frames or decay_patches / sharpness
+  // patches: with the defaults, every 2 frames or 3 patches.
+  double decay_frames = 24.0;
+  double decay_patches = 36.0;
+  int threads = 0;  // 0: all hardware threads
 };
 
 class VideoWorkload {
@@ -65,6 +103,9 @@ class VideoWorkload {
   std::int64_t heads() const { return options_.heads; }
   std::int64_t head_dim() const { return options_.head_dim; }
   const std::vector<PlantedHead>& planted() const { return planted_; }
+  // The object of token `token` in head `head` when the head's type has
+  // objects (cluster, decay+cluster) and the token is video; -1 otherwise.
+  std::int64_t object(std::int64_t head, std::int64_t token) const;
 
   // Contiguous [heads, tokens, head_dim] in options().dtype, original order.
   TensorView q() const { return view(0); }

@@ -16,6 +16,7 @@ import sys as _sys
 
 from . import _core
 from ._attention import TilePlan, attention, plan, set_plan_cache_capacity
+from ._clusters import KMeansResult, kmeans
 from ._core import VideoGeometry, active_isa, available_isas, presets
 from ._core import clear_plan_cache, plan_cache_stats
 from ._mask import Mask
@@ -25,6 +26,7 @@ from ._video import VideoAttention
 __version__ = _core.LIBRARY_VERSION
 
 __all__ = [
+    "KMeansResult",
     "Mask",
     "TilePlan",
     "VideoAttention",
@@ -33,6 +35,7 @@ __all__ = [
     "attention",
     "available_isas",
     "clear_plan_cache",
+    "kmeans",
     "merge_attention",
     "plan",
     "plan_cache_stats",

@@ -85,6 +85,41 @@ class Mask:
         return Mask(_core.Mask.temporal(*_video_args(geometry, band, sink, text_full, density)))
 
     @staticmethod
+    def radial(geometry, decay: float | None = None, *, density: float | None = None,
+               block: int = 128, sink: bool = False) -> "Mask":
+        """Radial Attention's energy-decay mask (Li et al., NeurIPS 2025; docs/masks.md).
+
+        Query frame i keeps key frame j when |i - j| <= 1, and otherwise the keys
+        within a window that shrinks with the frame distance, on frames that thin
+        out with it. Give `decay` (Wan 0.2, HunyuanVideo 0.95) or `density` to pick
+        the decay whose mask keeps that fraction of the map. `block`: the paper's B
+        (least window, stride unit); `sink` keeps frame 0 for every video query.
+        Text rows and columns are kept whole.
+        """
+        if not isinstance(geometry, _core.VideoGeometry):
+            raise TypeError(f"geometry: expected a tilesplash.VideoGeometry, got "
+                            f"{type(geometry).__name__}")
+        if decay is not None:
+            decay = check_float(decay, "decay", "a finite float >= 0 or None")
+        if density is not None:
+            density = check_float(density, "density", "a float in (0, 1] or None")
+        return Mask(_core.Mask.radial(geometry, decay, density, check_int(block, "block", 1),
+                                      check_bool(sink, "sink")))
+
+    @staticmethod
+    def sta(geometry, window=(3, 3, 3), tile=(6, 8, 8)) -> "Mask":
+        """Sliding Tile Attention's mask (Zhang et al., ICML 2025; docs/masks.md).
+
+        Tokens are cut into tiles of tile = (tt, th, tw) latent tokens; a query tile
+        keeps the key tiles of a window = (kt, kh, kw) tiles around it, shifted
+        inward at the borders. Text rows and columns are kept whole.
+        """
+        if not isinstance(geometry, _core.VideoGeometry):
+            raise TypeError(f"geometry: expected a tilesplash.VideoGeometry, got "
+                            f"{type(geometry).__name__}")
+        return Mask(_core.Mask.sta(geometry, _triple(window, "window"), _triple(tile, "tile")))
+
+    @staticmethod
     def parse(spec: str) -> "Mask":
         """A mask from its SPEC, e.g. 'causal', 'local:left=64,right=64|causal'."""
         if not isinstance(spec, str):
@@ -155,6 +190,13 @@ def _range(value, name):
     if begin < 0 or end < begin:
         raise ValueError(f"{name}: expected 0 <= begin <= end, got ({begin}, {end})")
     return begin, end
+
+
+def _triple(value, name):
+    """Three ints >= 1 (t, h, w)."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != 3:
+        raise TypeError(f"{name}: expected three ints (t, h, w), got {value!r}")
+    return tuple(check_int(v, name, 1) for v in value)
 
 
 @lru_cache(maxsize=256)

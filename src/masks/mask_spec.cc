@@ -19,132 +19,22 @@
 #include <utility>
 #include <vector>
 
-#include "video/video_spec.h"
+#include "masks/spec_params.h"
 
 namespace tilesplash {
 namespace {
 
 constexpr int kMaxDepth = 64;
 
-[[noreturn]] void fail(const std::string& message) {
-  throw std::invalid_argument("mask spec: " + message);
-}
-
-struct Param {
-  std::string key;
-  std::string value;
-  bool used = false;
-};
-
-// The parameters of one atom, checked against what its mask accepts.
-class Params {
- public:
-  Params(std::string mask, std::vector<Param> params)
-      : mask_(std::move(mask)), params_(std::move(params)) {}
-
-  // Every key must be one of `allowed` ("left, right or offset" names them).
-  void check_keys(std::initializer_list<const char*> allowed, const char* expected) const {
-    for (const Param& p : params_) {
-      bool known = false;
-      for (const char* key : allowed) known |= p.key == key;
-      if (!known) fail(mask_ + ": unknown key '" + p.key + "' (expected " + expected + ")");
-    }
-  }
-
-  const Param* find(const char* key) const {
-    for (const Param& p : params_) {
-      if (p.key == key) return &p;
-    }
-    return nullptr;
-  }
-
-  const Param& require(const char* key, const char* what) const {
-    const Param* p = find(key);
-    if (!p) fail(mask_ + ": missing '" + key + "' (" + what + ")");
-    return *p;
-  }
-
-  std::int64_t integer(const Param& p, std::int64_t min, const char* expected) const {
-    std::int64_t value = 0;
-    const char* begin = p.value.data();
-    const char* end = begin + p.value.size();
-    const auto [ptr, ec] = std::from_chars(begin, end, value);
-    if (p.value.empty() || ec != std::errc() || ptr != end || value < min) {
-      fail(mask_ + ": '" + p.key + "' must be " + expected + ", got '" + p.value + "'");
-    }
-    return value;
-  }
-
-  std::uint64_t unsigned_integer(const Param& p) const {
-    std::uint64_t value = 0;
-    const char* begin = p.value.data();
-    const char* end = begin + p.value.size();
-    const auto [ptr, ec] = std::from_chars(begin, end, value);
-    if (p.value.empty() || ec != std::errc() || ptr != end) {
-      fail(mask_ + ": '" + p.key + "' must be an integer in [0, 2^64), got '" + p.value + "'");
-    }
-    return value;
-  }
-
-  double probability(const Param& p) const {
-    double value = 0.0;
-    const char* begin = p.value.data();
-    const char* end = begin + p.value.size();
-    const auto [ptr, ec] = std::from_chars(begin, end, value);
-    if (p.value.empty() || ec != std::errc() || ptr != end || !(value >= 0.0 && value <= 1.0)) {
-      fail(mask_ + ": '" + p.key + "' must be a number in [0, 1], got '" + p.value + "'");
-    }
-    return value;
-  }
-
- private:
-  std::string mask_;
-  std::vector<Param> params_;
-};
+[[noreturn]] void fail(const std::string& message) { detail::spec_fail(message); }
 
 [[noreturn]] void fail_unknown_mask(const std::string& name) {
-  fail("unknown mask '" + name +
-       "' (expected dense, causal, local, chunked, random, spatial or temporal)");
-}
-
-bool is_known_mask(const std::string& name) {
-  return name == "dense" || name == "causal" || name == "local" || name == "chunked" ||
-         name == "random";
-}
-
-Mask make_mask(const std::string& name, const Params& params) {
-  if (name == "dense") {
-    params.check_keys({}, "no parameters");
-    return Mask::dense();
+  const std::vector<std::string_view> names = mask_spec_names();
+  std::string expected;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    expected += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + std::string(names[i]);
   }
-  if (name == "causal") {
-    params.check_keys({"offset"}, "offset");
-    const Param* offset = params.find("offset");
-    return Mask::causal(offset ? params.integer(*offset, INT64_MIN, "an integer") : 0);
-  }
-  if (name == "local") {
-    params.check_keys({"left", "right", "offset"}, "left, right or offset");
-    std::optional<std::int64_t> left;
-    std::optional<std::int64_t> right;
-    std::int64_t offset = 0;
-    if (const Param* p = params.find("left")) left = params.integer(*p, 0, "an integer >= 0");
-    if (const Param* p = params.find("right")) right = params.integer(*p, 0, "an integer >= 0");
-    if (const Param* p = params.find("offset"))
-      offset = params.integer(*p, INT64_MIN, "an integer");
-    return Mask::local(left, right, offset);
-  }
-  if (name == "chunked") {
-    params.check_keys({"size"}, "size");
-    const Param& size = params.require("size", "the chunk length, an integer >= 1");
-    return Mask::chunked_causal(params.integer(size, 1, "an integer >= 1"));
-  }
-  if (name == "random") {
-    params.check_keys({"density", "seed"}, "density or seed");
-    const Param& density = params.require("density", "a number in [0, 1]");
-    const Param* seed = params.find("seed");
-    return Mask::random(params.probability(density), seed ? params.unsigned_integer(*seed) : 0);
-  }
-  fail_unknown_mask(name);
+  fail("unknown mask '" + name + "' (expected " + expected + ")");
 }
 
 class Parser {
@@ -203,10 +93,11 @@ class Parser {
   Mask parse_atom() {
     const std::string name = read_word();
     if (name.empty()) unexpected("a mask name");
-    if (detail::is_video_mask_name(name)) return parse_video_atom(name);
-    if (!is_known_mask(name)) fail_unknown_mask(name);
+    const detail::MaskFamily* family = detail::find_mask_family(name);
+    if (family == nullptr) fail_unknown_mask(name);
+    if (family->from_text != nullptr) return parse_text_atom(*family, name);
     skip_space();
-    std::vector<Param> params;
+    std::vector<detail::Param> params;
     if (peek() == ':') {
       ++pos_;
       for (;;) {
@@ -216,26 +107,23 @@ class Parser {
         ++pos_;
       }
     }
-    return make_mask(name, Params(name, std::move(params)));
+    return family->from_params(detail::Params(name, std::move(params)));
   }
 
-  // spatial / temporal take bare flags (sink, text_full), so the video module
-  // parses their whole parameter text, which runs to the next | & ( or ).
-  Mask parse_video_atom(const std::string& name) {
+  // Families with bare flags (sink, text_full) parse their whole parameter
+  // text themselves; it runs to the next | & ( or ).
+  Mask parse_text_atom(const detail::MaskFamily& family, const std::string& name) {
     skip_space();
-    if (peek() != ':') {
-      fail(name + ": expected ':' and parameters, e.g. '" + name +
-           ":preset=wan2.1-1.3b-480p,density=0.25'");
-    }
+    if (peek() != ':') return family.from_text(name, std::nullopt);
     const std::size_t start = ++pos_;
     while (!at_end() && std::string_view("|&()").find(text_[pos_]) == std::string_view::npos)
       ++pos_;
-    return detail::parse_video_mask(name, text_.substr(start, pos_ - start));
+    return family.from_text(name, text_.substr(start, pos_ - start));
   }
 
-  Param read_param(const std::string& mask, const std::vector<Param>& seen) {
+  detail::Param read_param(const std::string& mask, const std::vector<detail::Param>& seen) {
     skip_space();
-    Param param;
+    detail::Param param;
     param.key = read_word();
     if (param.key.empty()) {
       fail(mask + ": expected key=value at position " + std::to_string(pos_) + " in '" +
@@ -248,7 +136,7 @@ class Parser {
     const std::size_t start = pos_;
     while (!at_end() && !is_delimiter(text_[pos_])) ++pos_;
     param.value = std::string(text_.substr(start, pos_ - start));
-    for (const Param& p : seen) {
+    for (const detail::Param& p : seen) {
       if (p.key == param.key) fail(mask + ": duplicate key '" + param.key + "'");
     }
     return param;

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <algorithm>
+#include <charconv>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "tilesplash/mask_node.h"
 
@@ -51,6 +53,13 @@ inline void fill_interval(std::uint8_t* keep, std::int64_t n, std::int64_t lo, s
   std::memset(keep, 0, static_cast<std::size_t>(begin));
   std::memset(keep + begin, 1, static_cast<std::size_t>(end - begin));
   std::memset(keep + end, 0, static_cast<std::size_t>(n - end));
+}
+
+// Shortest text that parses back to the same double, so specs round-trip.
+inline std::string shortest_double(double value) {
+  char buffer[64];
+  const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  return std::string(buffer, result.ptr);
 }
 
 // Structural equality of two nodes (same dynamic type, same parameters).

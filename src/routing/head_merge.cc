@@ -36,17 +36,18 @@ void store_row(const MutableTensorView& out, std::int64_t row, const float* valu
 
 }  // namespace
 
-void finish_head(runtime::ThreadPool& pool, int threads, const VideoGeometry& geometry,
-                 TokenOrder order, PartialResult band, PartialResult sink, std::int64_t dv,
+void finish_head(runtime::ThreadPool& pool, int threads, std::int64_t tokens, const RowOrder& order,
+                 PartialResult band, PartialResult sink, std::int64_t dv,
                  const MutableTensorView& out, float* lse) {
-  const std::int64_t n = geometry.tokens();
+  const std::int64_t n = tokens;
+  const std::int64_t* positions = order.is_identity() ? nullptr : order.positions().data();
   const std::int64_t chunks = (n + kChunkRows - 1) / kChunkRows;
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   pool.run(threads, chunks, [&](std::int64_t chunk, int) {
     float merged[kernel_limits::kMaxHeadDim];  // dv is a valid head dim
     const std::int64_t end = std::min(n, (chunk + 1) * kChunkRows);
     for (std::int64_t row = chunk * kChunkRows; row < end; ++row) {
-      const std::int64_t r = order == TokenOrder::kTokenMajor ? geometry.to_token_major(row) : row;
+      const std::int64_t r = positions != nullptr ? positions[row] : row;
       const float* o1 = band.out + r * dv;
       float row_lse = band.lse[r];
       if (sink.out == nullptr) {

@@ -6,8 +6,8 @@
 #include <cstdint>
 
 #include "runtime/thread_pool.h"
+#include "tilesplash/candidates.h"
 #include "tilesplash/tensor.h"
-#include "tilesplash/video.h"
 
 namespace tilesplash::detail {
 
@@ -17,13 +17,13 @@ struct PartialResult {
   const float* lse = nullptr;
 };
 
-// out row n and lse[n] (original order) = run-order row r, r = n in
-// frame-major order or to_token_major(n) in token-major order, of
+// out row n and lse[n] (original order) = run-order row r = order.position(n)
+// (n itself for the identity) of
 //   (e^{a} O1 + e^{b} O2) / (e^{a} + e^{b}),  LSE = log(e^{a} + e^{b}),
 // a, b the two LSEs; sink.out null means the band result alone. A row with
 // no kept key in either gives 0 and -inf. out is a one-head view; lse may be null.
-void finish_head(runtime::ThreadPool& pool, int threads, const VideoGeometry& geometry,
-                 TokenOrder order, PartialResult band, PartialResult sink, std::int64_t dv,
+void finish_head(runtime::ThreadPool& pool, int threads, std::int64_t tokens, const RowOrder& order,
+                 PartialResult band, PartialResult sink, std::int64_t dv,
                  const MutableTensorView& out, float* lse);
 
 }  // namespace tilesplash::detail

@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <unordered_set>
+#include <utility>
 
 #include "masks/mask_util.h"
 #include "routing/sampled_rows_node.h"
@@ -56,20 +58,51 @@ std::vector<std::int64_t> sample_video_rows(const VideoGeometry& geometry, std::
   return rows;
 }
 
-std::vector<RouteDecision> Router::route(AttentionRunner& runner, const TensorView& q,
-                                         const TensorView& k, const TensorView& v,
-                                         const Mask& spatial, const Mask& temporal,
-                                         const std::vector<std::int64_t>& rows,
-                                         std::int64_t block_kv, const AttentionOptions& options,
-                                         double* plan_seconds) {
+RouteDecision decide(const std::vector<MaskCandidate>& candidates, std::vector<double> mse,
+                     std::optional<double> density_budget) {
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  // Densities are exact ratios; the tolerance only absorbs their rounding.
+  const auto within = [&](const MaskCandidate& c) {
+    return !density_budget || c.density <= *density_budget * (1.0 + 1e-12);
+  };
+  const bool any_within = std::any_of(candidates.begin(), candidates.end(), within);
+  std::size_t best = 0;
+  bool found = false;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (any_within) {
+      if (!within(candidates[i])) continue;
+      if (!found || mse[i] < mse[best]) best = i;
+    } else if (!found || candidates[i].density < candidates[best].density) {
+      best = i;
+    }
+    found = true;
+  }
+  RouteDecision decision;
+  decision.choice = HeadMask(candidates[best].name);
+  decision.index = best;
+  decision.mse_spatial = kNaN;
+  decision.mse_temporal = kNaN;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (candidates[i].name == "spatial") decision.mse_spatial = mse[i];
+    if (candidates[i].name == "temporal") decision.mse_temporal = mse[i];
+  }
+  decision.mse = std::move(mse);
+  return decision;
+}
+
+std::vector<std::vector<double>> Router::score(
+    AttentionRunner& runner, const TensorView& q, const TensorView& k, const TensorView& v,
+    const std::vector<Mask>& candidates, const std::vector<std::int64_t>& rows,
+    std::int64_t block_kv, const AttentionOptions& options, double* plan_seconds) {
   const std::int64_t heads = q.heads;
   const std::int64_t r = static_cast<std::int64_t>(rows.size());
-  const std::int64_t block = 3 * r;
+  const std::int64_t sections = 1 + static_cast<std::int64_t>(candidates.size());
+  const std::int64_t block = sections * r;
   const std::int64_t d = q.dim;
   const std::int64_t dv = v.dim;
   const std::int64_t elem = size_of(q.dtype);
 
-  // Gather the sampled rows of every head, three times over.
+  // Gather the sampled rows of every head, once per section.
   queries_.resize(static_cast<std::size_t>(heads * block * d * elem));
   for (std::int64_t h = 0; h < heads; ++h) {
     for (std::int64_t i = 0; i < block; ++i) {
@@ -82,8 +115,9 @@ std::vector<RouteDecision> Router::route(AttentionRunner& runner, const TensorVi
   }
   outputs_.resize(static_cast<std::size_t>(heads * block * dv));
 
-  const Mask stacked(
-      std::make_shared<SampledRowsNode>(std::vector<Mask>{Mask::dense(), spatial, temporal}, rows));
+  std::vector<Mask> masks{Mask::dense()};
+  masks.insert(masks.end(), candidates.begin(), candidates.end());
+  const Mask stacked(std::make_shared<SampledRowsNode>(std::move(masks), rows));
   const TilePlan plan =
       TilePlan::build(stacked, block, k.len, {std::min(kRouterBlockQ, block), block_kv});
   if (plan_seconds != nullptr) *plan_seconds += plan.stats().build_seconds;
@@ -92,25 +126,20 @@ std::vector<RouteDecision> Router::route(AttentionRunner& runner, const TensorVi
                   MutableTensorView::contiguous(outputs_.data(), DType::kF32, heads, block, dv)},
                  options);
 
-  std::vector<RouteDecision> decisions(static_cast<std::size_t>(heads));
+  std::vector<std::vector<double>> mse(static_cast<std::size_t>(heads));
   for (std::int64_t h = 0; h < heads; ++h) {
     const float* dense = outputs_.data() + h * block * dv;
-    const float* sections[2] = {dense + r * dv, dense + 2 * r * dv};
-    double mse[2] = {0.0, 0.0};
-    for (int s = 0; s < 2; ++s) {
+    for (std::int64_t s = 1; s < sections; ++s) {
+      const float* section = dense + s * r * dv;
       double sum = 0.0;
       for (std::int64_t i = 0; i < r * dv; ++i) {
-        const double diff = static_cast<double>(sections[s][i]) - dense[i];
+        const double diff = static_cast<double>(section[i]) - dense[i];
         sum += diff * diff;
       }
-      mse[s] = sum / static_cast<double>(r * dv);
+      mse[static_cast<std::size_t>(h)].push_back(sum / static_cast<double>(r * dv));
     }
-    RouteDecision& decision = decisions[static_cast<std::size_t>(h)];
-    decision.mse_spatial = mse[0];
-    decision.mse_temporal = mse[1];
-    decision.choice = mse[0] <= mse[1] ? HeadMask::kSpatial : HeadMask::kTemporal;
   }
-  return decisions;
+  return mse;
 }
 
 }  // namespace tilesplash::detail

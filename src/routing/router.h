@@ -1,12 +1,14 @@
 // Online routing (DESIGN §6) on the kernel itself: the sampled query rows are
-// stacked three times (dense, spatial, temporal sections) into one short query
-// block and run in a single kernel call against all keys, so K and V are
-// packed once and the three outputs come at the kernel's speed. Cost is about
-// (1 + 1 + density) * r / N of a dense head: the temporal section, on the
-// original order, touches every key tile.
+// stacked once per section (dense, then every candidate) into one short
+// query block and run in a single kernel call against all keys, so K and V
+// are packed once and every output comes at the kernel's speed. Cost is about
+// (1 + sum of the candidates' row costs) * r / N of a dense head: a mask that
+// is strided on the original order (temporal, sta) touches most key tiles.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "tilesplash/attention.h"
@@ -21,20 +23,28 @@ std::vector<std::int64_t> sample_video_rows(const VideoGeometry& geometry, std::
                                             std::uint64_t seed, std::int64_t layer,
                                             std::int64_t step);
 
+// The decision from one head's MSEs: the smallest MSE among the candidates
+// whose density is within the budget (all when unset; the least dense one
+// when none is), the first on a tie.
+RouteDecision decide(const std::vector<MaskCandidate>& candidates, std::vector<double> mse,
+                     std::optional<double> density_budget);
+
 class Router {
  public:
-  // One decision per head of q, k, v ([heads, tokens, d], original order):
-  // MSE over the sampled rows and all dv channels of the spatial and temporal
-  // outputs against the dense one. `options` supplies scale and threads.
-  std::vector<RouteDecision> route(AttentionRunner& runner, const TensorView& q,
-                                   const TensorView& k, const TensorView& v, const Mask& spatial,
-                                   const Mask& temporal, const std::vector<std::int64_t>& rows,
-                                   std::int64_t block_kv, const AttentionOptions& options,
-                                   double* plan_seconds);
+  // Per head of q, k, v ([heads, tokens, d], original order), per candidate
+  // mask: the MSE over the sampled rows and all dv channels of its output
+  // against the dense one ([head][candidate]). `options` supplies scale and
+  // threads.
+  std::vector<std::vector<double>> score(AttentionRunner& runner, const TensorView& q,
+                                         const TensorView& k, const TensorView& v,
+                                         const std::vector<Mask>& candidates,
+                                         const std::vector<std::int64_t>& rows,
+                                         std::int64_t block_kv, const AttentionOptions& options,
+                                         double* plan_seconds);
 
  private:
-  std::vector<unsigned char> queries_;  // [heads, 3 r, d] in q's dtype
-  std::vector<float> outputs_;          // [heads, 3 r, dv]
+  std::vector<unsigned char> queries_;  // [heads, sections * r, d] in q's dtype
+  std::vector<float> outputs_;          // [heads, sections * r, dv]
 };
 
 }  // namespace tilesplash::detail

@@ -23,12 +23,12 @@ constexpr std::int64_t kChunkRows = 2048;
 
 std::string str(std::int64_t value) { return std::to_string(value); }
 
-void check(const VideoGeometry& g, const TensorView& src, const MutableTensorView& dst) {
-  g.validate();
+void check_views(std::int64_t tokens, const char* what, const TensorView& src,
+                 const MutableTensorView& dst) {
   if (src.data == nullptr) fail("src.data must not be null");
   if (dst.data == nullptr) fail("dst.data must not be null");
-  if (src.len != g.tokens()) {
-    fail("src.len must equal the geometry's tokens (" + str(g.tokens()) + "), got " + str(src.len));
+  if (src.len != tokens) {
+    fail("src.len must equal " + std::string(what) + " (" + str(tokens) + "), got " + str(src.len));
   }
   if (dst.len != src.len)
     fail("dst.len must equal src.len (" + str(src.len) + "), got " + str(dst.len));
@@ -49,6 +49,11 @@ void check(const VideoGeometry& g, const TensorView& src, const MutableTensorVie
   if (dst.row_stride < dst.dim) {
     fail("dst.row_stride must be >= dim (" + str(dst.dim) + "), got " + str(dst.row_stride));
   }
+}
+
+void check(const VideoGeometry& g, const TensorView& src, const MutableTensorView& dst) {
+  g.validate();
+  check_views(g.tokens(), "the geometry's tokens", src, dst);
 }
 
 }  // namespace
@@ -95,6 +100,29 @@ void permute_rows(runtime::ThreadPool& pool, int threads, const VideoGeometry& g
       }
     }
     for (; row < end; ++row) copy(row, row);
+  });
+}
+
+void gather_rows(runtime::ThreadPool& pool, int threads, const RowOrder& order,
+                 const TensorView& src, const MutableTensorView& dst) {
+  if (order.is_identity()) fail("gather_rows needs a permutation, not the identity");
+  check_views(order.size(), "the order's size", src, dst);
+  const std::int64_t elem = size_of(src.dtype);
+  const std::size_t row_bytes = static_cast<std::size_t>(src.dim * elem);
+  const std::int64_t n = order.size();
+  const std::int64_t chunks = (n + kChunkRows - 1) / kChunkRows;
+  const std::int64_t* source = order.sources().data();
+  const int workers = threads > 0 ? threads : runtime::ThreadPool::hardware_threads();
+  pool.run(workers, src.heads * chunks, [&](std::int64_t item, int) {
+    const std::int64_t head = item / chunks;
+    const std::int64_t begin = (item % chunks) * kChunkRows;
+    const std::int64_t end = std::min(n, begin + kChunkRows);
+    const auto* s = static_cast<const unsigned char*>(src.data) + head * src.head_stride * elem;
+    auto* d = static_cast<unsigned char*>(dst.data) + head * dst.head_stride * elem;
+    for (std::int64_t row = begin; row < end; ++row) {
+      std::memcpy(d + row * dst.row_stride * elem, s + source[row] * src.row_stride * elem,
+                  row_bytes);
+    }
   });
 }
 

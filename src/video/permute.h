@@ -1,8 +1,10 @@
-// The row permutation behind permute_to_token_major / permute_to_frame_major,
-// on a caller's thread pool, so the front door reuses its own workers.
+// The row permutations behind permute_to_token_major / permute_to_frame_major
+// and the candidates' run orders, on a caller's thread pool, so the front
+// door reuses its own workers.
 #pragma once
 
 #include "runtime/thread_pool.h"
+#include "tilesplash/candidates.h"
 #include "tilesplash/video.h"
 
 namespace tilesplash::detail {
@@ -11,5 +13,11 @@ namespace tilesplash::detail {
 // shapes; throws std::invalid_argument naming the argument.
 void permute_rows(runtime::ThreadPool& pool, int threads, const VideoGeometry& geometry,
                   TokenOrder to, const TensorView& src, const MutableTensorView& dst);
+
+// dst row r = src row order.source(r), for every head: rows gathered into run
+// order. src and dst share dtype, heads and dim; len == order.size() (a
+// non-identity order). Throws std::invalid_argument naming the argument.
+void gather_rows(runtime::ThreadPool& pool, int threads, const RowOrder& order,
+                 const TensorView& src, const MutableTensorView& dst);
 
 }  // namespace tilesplash::detail

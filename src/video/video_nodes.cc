@@ -19,51 +19,13 @@
 #include <stdexcept>
 
 #include "masks/mask_util.h"
+#include "video/frame_rects.h"
 
 namespace tilesplash::detail {
 namespace {
 
 constexpr std::size_t kVideoTag = 0x766964656f;
 constexpr std::size_t kSinkSegmentTag = 0x73696e6b;
-
-IndexRange intersect(IndexRange a, IndexRange b) {
-  const IndexRange r{std::max(a.begin, b.begin), std::min(a.end, b.end)};
-  return r.empty() ? IndexRange{} : r;
-}
-
-bool contains(IndexRange outer, IndexRange inner) {
-  return inner.begin >= outer.begin && inner.end <= outer.end;
-}
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return -floor_div(-a, b); }
-
-// keep[i] = 1 for sequence indices [begin, end) that fall in [k0, k0 + n).
-void set_ones(std::uint8_t* keep, std::int64_t k0, std::int64_t n, std::int64_t begin,
-              std::int64_t end) {
-  const std::int64_t lo = std::clamp<std::int64_t>(begin - k0, 0, n);
-  const std::int64_t hi = std::clamp<std::int64_t>(end - k0, lo, n);
-  if (hi > lo) std::memset(keep + lo, 1, static_cast<std::size_t>(hi - lo));
-}
-
-struct FrameRect {
-  std::int64_t f0, f1;  // frames, inclusive
-  std::int64_t p0, p1;  // patches, inclusive
-};
-
-// Splits video-relative indices [u0, u1) (non-empty) into frame rectangles.
-int split_frames(std::int64_t u0, std::int64_t u1, std::int64_t patches, FrameRect* out) {
-  const std::int64_t fa = u0 / patches, pa = u0 % patches;
-  const std::int64_t fb = (u1 - 1) / patches, pb = (u1 - 1) % patches;
-  if (fa == fb) {
-    out[0] = {fa, fa, pa, pb};
-    return 1;
-  }
-  int count = 0;
-  out[count++] = {fa, fa, pa, patches - 1};
-  if (fb > fa + 1) out[count++] = {fa + 1, fb - 1, 0, patches - 1};
-  out[count++] = {fb, fb, 0, pb};
-  return count;
-}
 
 }  // namespace
 
@@ -165,16 +127,7 @@ TileKind VideoMaskNode::classify_sink(IndexRange rows, IndexRange cols) const {
 }
 
 TileKind VideoMaskNode::classify_text(IndexRange rows, IndexRange cols) const {
-  const IndexRange all{0, layout_.tokens};
-  const IndexRange r = intersect(rows, all);
-  const IndexRange c = intersect(cols, all);
-  if (r.empty() || c.empty()) return TileKind::kEmpty;
-  if (intersect(r, layout_.text).empty() && intersect(c, layout_.text).empty()) {
-    return TileKind::kEmpty;
-  }
-  const bool in_range = r == rows && c == cols;
-  const bool covered = contains(layout_.text, rows) || contains(layout_.text, cols);
-  return in_range && covered ? TileKind::kFull : TileKind::kPartial;
+  return classify_text_area(layout_.text, layout_.tokens, rows, cols);
 }
 
 IndexRange VideoMaskNode::band_hull(IndexRange vr) const {

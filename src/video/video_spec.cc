@@ -2,6 +2,7 @@
 #include "video/video_spec.h"
 
 #include <limits>
+#include <stdexcept>
 #include <string>
 
 #include "tilesplash/video.h"
@@ -15,11 +16,14 @@ constexpr const char* kExpectedKeys =
 
 }  // namespace
 
-bool is_video_mask_name(std::string_view name) { return name == "spatial" || name == "temporal"; }
-
-Mask parse_video_mask(std::string_view name, std::string_view params) {
+Mask parse_video_mask(std::string_view name, std::optional<std::string_view> params) {
+  if (!params) {
+    throw std::invalid_argument("mask spec: " + std::string(name) +
+                                ": expected ':' and parameters, e.g. '" + std::string(name) +
+                                ":preset=wan2.1-1.3b-480p,density=0.25'");
+  }
   const VideoMaskKind kind = name == "spatial" ? VideoMaskKind::kSpatial : VideoMaskKind::kTemporal;
-  KeyValueList items = split_key_values(params, "mask spec: " + std::string(name));
+  KeyValueList items = split_key_values(*params, "mask spec: " + std::string(name));
   items.check_known({"preset", "frames", "height", "width", "text", "text_at", "band",
                      "band_frames", "density", "sink", "text_full"},
                     kExpectedKeys);

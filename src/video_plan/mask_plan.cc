@@ -1,7 +1,11 @@
-// plan_mask() and plan_fields(): the temporal substitution and its account.
+// plan_mask() and plan_fields(): the temporal and sta substitutions and their
+// account.
 #include <stdexcept>
 #include <string>
 
+#include "tilesplash/candidates.h"
+#include "tilesplash/radial.h"
+#include "tilesplash/sta.h"
 #include "tilesplash/video_plan.h"
 
 namespace tilesplash {
@@ -13,7 +17,19 @@ MaskPlan plan_mask(const Mask& mask, std::int64_t q_len, std::int64_t kv_len, Bl
                ? plans->get(m, rows, cols, blocks)
                : std::make_shared<const TilePlan>(TilePlan::build(m, rows, cols, blocks));
   };
-  MaskPlan result{mask, nullptr, std::nullopt};
+  MaskPlan result{mask, nullptr, std::nullopt, std::nullopt, std::nullopt};
+  if (const std::optional<RadialMaskInfo> radial = radial_mask_info(mask)) {
+    result.block_vote_density = radial_block_density(radial->geometry, radial->options);
+  }
+  if (const std::optional<StaMaskInfo> sta = sta_mask_info(mask)) {
+    mask.check_lengths(q_len, kv_len);
+    const MaskRun run = mask_run(mask, q_len);
+    result.sta = TileMajorRun{std::string(run.order.name()), run.mask,
+                              sta_kept_pairs(sta->geometry, sta->options),
+                              sta_density(sta->geometry, sta->options)};
+    result.plan = build(run.mask, q_len, kv_len);
+    return result;
+  }
   const std::optional<VideoMaskInfo> info = video_mask_info(mask);
   if (!info || info->kind != VideoMaskKind::kTemporal) {
     result.plan = build(mask, q_len, kv_len);
@@ -60,6 +76,20 @@ std::vector<std::pair<std::string, FieldValue>> plan_fields(const MaskPlan& resu
       {"plan_bytes", stats.plan_bytes},
       {"build_seconds", stats.build_seconds},
   };
+  if (result.block_vote_density) {
+    fields.emplace_back("block_vote_density", *result.block_vote_density);
+  }
+  if (result.sta) {
+    const TileMajorRun& run = *result.sta;
+    fields.emplace_back("plan_order", run.order);
+    fields.emplace_back("plan_note",
+                        std::string("sta mask: the plan shown is in tile-major order (Q/K/V "
+                                    "permuted, text after the video), where every key tile is a "
+                                    "run of keys"));
+    fields.emplace_back("plan_mask", run.run_mask.to_string());
+    fields.emplace_back("mask_kept_pairs", run.mask_kept_pairs);
+    fields.emplace_back("mask_density", run.mask_density);
+  }
   if (!result.temporal) return fields;
   const TemporalRun& run = *result.temporal;
   fields.emplace_back("plan_order", std::string(to_string(run.order)));

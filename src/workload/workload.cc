@@ -2,52 +2,32 @@
 #include "tilesplash/workload.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "masks/mask_util.h"
 #include "runtime/thread_pool.h"
+#include "workload/planted_features.h"
+#include "workload/random_streams.h"
 
 namespace tilesplash {
 namespace {
 
 constexpr std::int64_t kChunkRows = 512;
 constexpr double kAmbiguousSharpness = 0.35;
-constexpr double kFrameSmoothing = 0.5;
-constexpr std::uint64_t kQ = 0, kK = 1, kV = 2, kFrameStream = 3, kPatchStream = 4;
+constexpr std::uint64_t kQ = 0, kK = 1, kV = 2;  // features use streams 3 on
+constexpr std::array<PlantedHead, 7> kKinds = {
+    PlantedHead::kSpatial,     PlantedHead::kTemporal, PlantedHead::kAmbiguous,
+    PlantedHead::kCluster,     PlantedHead::kDecay,    PlantedHead::kSpatialTemporal,
+    PlantedHead::kDecayCluster};
+
+using detail::Gaussian;
 
 [[noreturn]] void fail(const std::string& message) {
   throw std::invalid_argument("VideoWorkload: " + message);
-}
-
-// Standard normals from a counter: Box-Muller on two hashed uniforms.
-class Gaussian {
- public:
-  explicit Gaussian(std::uint64_t key) : key_(key) {}
-  // Fills out[0, n) with N(0, 1) * factor.
-  void fill(std::uint64_t index, float* out, std::int64_t n, double factor) const {
-    constexpr double kTwoPi = 6.283185307179586;
-    for (std::int64_t i = 0; i < n; i += 2) {
-      const std::uint64_t x = detail::mix64(key_ ^ (index * 0x9e3779b97f4a7c15ULL + i));
-      const std::uint64_t y = detail::mix64(x ^ 0x5851f42d4c957f2dULL);
-      const double u1 = static_cast<double>((x >> 11) + 1) * 0x1.0p-53;  // (0, 1]
-      const double u2 = static_cast<double>(y >> 11) * 0x1.0p-53;
-      const double r = std::sqrt(-2.0 * std::log(u1)) * factor;
-      out[i] = static_cast<float>(r * std::cos(kTwoPi * u2));
-      if (i + 1 < n) out[i + 1] = static_cast<float>(r * std::sin(kTwoPi * u2));
-    }
-  }
-
- private:
-  std::uint64_t key_;
-};
-
-void normalise(float* x, std::int64_t n) {
-  double sum = 0.0;
-  for (std::int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
-  const float inv = sum > 0.0 ? static_cast<float>(1.0 / std::sqrt(sum)) : 0.0f;
-  for (std::int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
 std::vector<PlantedHead> assign_kinds(const WorkloadOptions& o) {
@@ -97,6 +77,14 @@ void check(const VideoGeometry& geometry, const WorkloadOptions& o) {
   if (!(o.noise >= 0.0 && std::isfinite(o.noise))) {
     fail("options.noise must be a finite number >= 0, got " + std::to_string(o.noise));
   }
+  if (o.objects < 1) fail("options.objects must be >= 1, got " + std::to_string(o.objects));
+  for (const auto& [name, value] :
+       {std::pair{"decay_frames", o.decay_frames}, std::pair{"decay_patches", o.decay_patches}}) {
+    if (!(value > 0.0 && std::isfinite(value))) {
+      fail(std::string("options.") + name + " must be a finite number > 0, got " +
+           std::to_string(value));
+    }
+  }
   const double elements = 3.0 * static_cast<double>(o.heads) *
                           static_cast<double>(geometry.tokens()) * static_cast<double>(o.head_dim);
   if (elements > 1e12) fail("heads * tokens * head_dim is too large to generate");
@@ -112,8 +100,28 @@ std::string_view to_string(PlantedHead planted) {
       return "temporal";
     case PlantedHead::kAmbiguous:
       return "ambiguous";
+    case PlantedHead::kCluster:
+      return "cluster";
+    case PlantedHead::kDecay:
+      return "decay";
+    case PlantedHead::kSpatialTemporal:
+      return "spatial+temporal";
+    case PlantedHead::kDecayCluster:
+      return "decay+cluster";
   }
   return "?";
+}
+
+std::span<const PlantedHead> planted_heads() { return kKinds; }
+
+PlantedHead parse_planted_head(std::string_view name) {
+  std::string names;
+  for (const PlantedHead kind : kKinds) {
+    if (to_string(kind) == name) return kind;
+    names += (names.empty() ? "" : ", ") + std::string(to_string(kind));
+  }
+  throw std::invalid_argument("unknown planted head type '" + std::string(name) + "' (expected " +
+                              names + ")");
 }
 
 VideoWorkload::VideoWorkload(const VideoGeometry& geometry, WorkloadOptions options)
@@ -121,7 +129,6 @@ VideoWorkload::VideoWorkload(const VideoGeometry& geometry, WorkloadOptions opti
   check(geometry_, options_);
   planted_ = assign_kinds(options_);
   const std::int64_t heads = options_.heads, d = options_.head_dim, n = geometry_.tokens();
-  const std::int64_t frames = geometry_.frames, patches = geometry_.tokens_per_frame();
   const std::size_t total = static_cast<std::size_t>(heads * n * d);
   for (int t = 0; t < 3; ++t) {
     if (options_.dtype == DType::kF32) {
@@ -135,9 +142,6 @@ VideoWorkload::VideoWorkload(const VideoGeometry& geometry, WorkloadOptions opti
       options_.threads > 0 ? options_.threads : runtime::ThreadPool::hardware_threads();
   const IndexRange video = geometry_.video_range();
   const double inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(d));
-  std::vector<float> frame_raw(static_cast<std::size_t>(frames * d));
-  std::vector<float> frame_features(static_cast<std::size_t>(frames * d));
-  std::vector<float> patch_features(static_cast<std::size_t>(patches * d));
 
   for (std::int64_t h = 0; h < heads; ++h) {
     const std::uint64_t head_key =
@@ -145,46 +149,21 @@ VideoWorkload::VideoWorkload(const VideoGeometry& geometry, WorkloadOptions opti
     const auto stream = [&](std::uint64_t s) {
       return Gaussian(detail::hash_combine(head_key, s));
     };
-    for (std::int64_t f = 0; f < frames; ++f) {
-      stream(kFrameStream).fill(static_cast<std::uint64_t>(f), &frame_raw[f * d], d, inv_sqrt_d);
-    }
-    for (std::int64_t f = 0; f < frames; ++f) {
-      float* e = &frame_features[f * d];
-      for (std::int64_t c = 0; c < d; ++c) {
-        float value = frame_raw[f * d + c];
-        if (f > 0) value += kFrameSmoothing * frame_raw[(f - 1) * d + c];
-        if (f + 1 < frames) value += kFrameSmoothing * frame_raw[(f + 1) * d + c];
-        e[c] = value;
-      }
-      normalise(e, d);
-    }
-    pool.run(threads, (patches + kChunkRows - 1) / kChunkRows, [&](std::int64_t chunk, int) {
-      for (std::int64_t p = chunk * kChunkRows; p < std::min(patches, (chunk + 1) * kChunkRows);
-           ++p) {
-        stream(kPatchStream).fill(static_cast<std::uint64_t>(p), &patch_features[p * d], d, 1.0);
-        normalise(&patch_features[p * d], d);
-      }
-    });
-
     const PlantedHead kind = planted_[static_cast<std::size_t>(h)];
+    const detail::PlantedFeatures features(geometry_, options_, kind, head_key, threads);
     const double sharpness =
         options_.sharpness * (kind == PlantedHead::kAmbiguous ? kAmbiguousSharpness : 1.0);
     const float amplitude =
         static_cast<float>(std::sqrt(sharpness * std::sqrt(static_cast<double>(d))));
     const double noise = options_.noise * inv_sqrt_d;
-    const float mix =
-        kind == PlantedHead::kAmbiguous ? static_cast<float>(1.0 / std::sqrt(2.0)) : 1.0f;
     pool.run(threads, (n + kChunkRows - 1) / kChunkRows, [&](std::int64_t chunk, int) {
       std::vector<float> row(static_cast<std::size_t>(d));
       std::vector<float> feature(static_cast<std::size_t>(d));
       for (std::int64_t r = chunk * kChunkRows; r < std::min(n, (chunk + 1) * kChunkRows); ++r) {
-        std::fill(feature.begin(), feature.end(), 0.0f);
         if (geometry_.is_video(r)) {
-          const std::int64_t f = (r - video.begin) / patches, p = (r - video.begin) % patches;
-          for (std::int64_t c = 0; c < d; ++c) {
-            if (kind != PlantedHead::kTemporal) feature[c] += mix * frame_features[f * d + c];
-            if (kind != PlantedHead::kSpatial) feature[c] += mix * patch_features[p * d + c];
-          }
+          features.feature(r - video.begin, feature.data());
+        } else {
+          std::fill(feature.begin(), feature.end(), 0.0f);
         }
         const std::size_t offset = static_cast<std::size_t>((h * n + r) * d);
         for (int t = 0; t < 3; ++t) {
@@ -208,6 +187,21 @@ VideoWorkload::VideoWorkload(const VideoGeometry& geometry, WorkloadOptions opti
       }
     });
   }
+}
+
+std::int64_t VideoWorkload::object(std::int64_t head, std::int64_t token) const {
+  if (head < 0 || head >= options_.heads) {
+    fail("object: head must be in [0, " + std::to_string(options_.heads) + "), got " +
+         std::to_string(head));
+  }
+  const PlantedHead kind = planted_[static_cast<std::size_t>(head)];
+  if ((kind != PlantedHead::kCluster && kind != PlantedHead::kDecayCluster) ||
+      !geometry_.is_video(token)) {
+    return -1;
+  }
+  return detail::planted_object(
+      detail::hash_combine(options_.seed, static_cast<std::uint64_t>(head)),
+      token - geometry_.video_range().begin, options_.objects);
 }
 
 TensorView VideoWorkload::view(int tensor) const {

@@ -38,6 +38,7 @@ struct AttendOptions {
   std::string layout = "hnd";
   std::string mask;
   std::string route;
+  std::string method;  // with --route: a method name (empty: svg)
   double density = 0.25;
   double scale = 0.0;  // 0: default 1/sqrt(d)
   std::int64_t block_q = 128;
@@ -191,13 +192,17 @@ void run_attend(const AttendOptions& options) {
     record["density"] = result.plan->stats().density;
     record["plan_seconds"] = result.plan->stats().build_seconds;
   } else {
-    VideoAttentionOptions video_options;
+    VideoAttentionOptions video_options =
+        options.method.empty()
+            ? VideoAttentionOptions{}
+            : method_attention_options(options.method, *geometry, {options.density});
     video_options.density = options.density;
     video_options.blocks = blocks;
     video_options.threads = static_cast<int>(options.threads);
     video_options.scale = attention_options.scale;
     VideoAttention attention(*geometry, video_options);
     record["route"] = geometry->to_string();
+    record["method"] = options.method.empty() ? "svg" : options.method;
     record["band"] = attention.band();
     double kept = 0.0;
     const std::vector<LayerReport> reports = layout_video_attention(attention, args, 0, 0, advance);
@@ -274,7 +279,8 @@ Command add_attend_command(CLI::App& parent) {
                           ->check(mask_spec());
   CLI::Option* route =
       app->add_option("--route", options->route,
-                      "Route each head spatial/temporal on this video shape: a preset name or\n"
+                      "Run every head under --method (default: routed spatial/temporal) on\n"
+                      "this video shape: a preset name or\n"
                       "frames=F,height=h,width=w[,text=T,text_at=before|after]")
           ->type_name("GEOMETRY_OR_PRESET")
           ->check(non_empty("a preset name or frames=F,height=h,width=w"))
@@ -283,6 +289,12 @@ Command add_attend_command(CLI::App& parent) {
       ->capture_default_str()
       ->type_name("S")
       ->transform(number_in(0.0, 1.0, true))
+      ->needs(route);
+  app->add_option("--method", options->method,
+                  "With --route: svg (default), spatial, temporal, radial, sta, mix or svg2\n"
+                  "(docs/masks.md)")
+      ->type_name("NAME")
+      ->check(non_empty("a method name"))
       ->needs(route);
   app->add_option("--scale", options->scale, "Softmax scale (default 1/sqrt(d))")
       ->type_name("X")

@@ -21,5 +21,6 @@ Command add_route_command(CLI::App& parent);
 Command add_tune_command(CLI::App& parent);
 Command add_attend_command(CLI::App& parent);
 Command add_demo_command(CLI::App& parent);
+Command add_compare_command(CLI::App& parent);
 
 }  // namespace tilesplash::cli

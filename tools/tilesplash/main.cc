@@ -35,6 +35,7 @@ constexpr const char* kExamples =
     "  tilesplash plan --mask 'local:left=4096,right=4096' --q-len 32760 --json\n"
     "  tilesplash bench --mask causal --q-len 4096 --head-dim 128 --dtype bf16 --compare-dense\n"
     "  tilesplash tune --preset wan2.1-14b-720p --density 0.25 --head-dim 128 --dtype bf16\n"
+    "  tilesplash compare --geometry frames=8,height=8,width=12 --head-dim 64 --densities 0.1,0.3\n"
     "\n"
     "Run `tilesplash <command> --help` for a command's options.";
 
@@ -52,9 +53,10 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", tilesplash::kVersion);
   app.require_subcommand(0, 1);
   const tilesplash::cli::Command commands[] = {
-      tilesplash::cli::add_plan_command(app),   tilesplash::cli::add_bench_command(app),
-      tilesplash::cli::add_route_command(app),  tilesplash::cli::add_tune_command(app),
-      tilesplash::cli::add_attend_command(app), tilesplash::cli::add_demo_command(app),
+      tilesplash::cli::add_plan_command(app),    tilesplash::cli::add_bench_command(app),
+      tilesplash::cli::add_route_command(app),   tilesplash::cli::add_tune_command(app),
+      tilesplash::cli::add_attend_command(app),  tilesplash::cli::add_demo_command(app),
+      tilesplash::cli::add_compare_command(app),
   };
   // Set after the subcommands: CLI11 copies the parent's footer into each new one.
   app.footer(kExamples);

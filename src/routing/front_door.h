@@ -1,0 +1,77 @@
+// VideoAttention's state, shared by the files that implement it:
+// video_attention.cc (options, routing, the layer loop) and head_runs.cc (how
+// one head runs: dense, a candidate in its own order, or semantic clusters).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "routing/plan_cache.h"
+#include "routing/router.h"
+#include "runtime/thread_pool.h"
+#include "tilesplash/clusters.h"
+#include "tilesplash/routing.h"
+
+namespace tilesplash {
+namespace detail {
+
+using Clock = std::chrono::steady_clock;
+
+inline double since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+[[noreturn]] void front_door_fail(const std::string& message);
+
+// The name heads running semantic clusters report.
+inline const HeadMask kClusterChoice{"svg2"};
+
+}  // namespace detail
+
+struct VideoAttention::Impl {
+  Impl(const VideoGeometry& g, VideoAttentionOptions o);
+
+  std::vector<MaskCandidate> make_candidates() const;
+  // The candidate of this name; throws naming the valid ones.
+  const MaskCandidate& find(const HeadMask& choice) const;
+  AttentionOptions attention_options(bool check_finite) const;
+  void check_args(const TensorView& q, const TensorView& k, const TensorView& v) const;
+
+  std::vector<RouteDecision> route(const TensorView& q, const TensorView& k, const TensorView& v,
+                                   std::int64_t layer, std::int64_t step);
+  // One head: dense, a candidate, or (choice "svg2") its clusters.
+  HeadReport run_head(const AttentionArgs& args, std::int64_t h, const HeadMask& choice,
+                      std::int64_t layer, double* plan_seconds);
+  void run_clusters(const AttentionArgs& args, const AttentionArgs& head, std::int64_t h,
+                    std::int64_t layer, HeadReport& report);
+  // Runs `run` with `plan` over its mask (the extra segment's plan cached).
+  void run_sparse(const AttentionArgs& head, const MaskRun& run, const TilePlan& plan,
+                  HeadReport& report, double* plan_seconds);
+  TensorView permuted(const TensorView& src, const RowOrder& order,
+                      std::vector<unsigned char>& buffer);
+
+  VideoGeometry geometry;
+  VideoAttentionOptions options;
+  VideoMaskOptions mask_options;
+  std::int64_t band;
+  std::vector<MaskCandidate> candidates;
+  std::vector<Mask> candidate_masks;  // what the router scores, in candidates order
+  int threads;
+  AttentionRunner runner;
+  runtime::ThreadPool pool;
+  detail::PlanCache plans;
+  detail::Router router;
+  std::vector<unsigned char> q_perm, k_perm, v_perm;          // one head, run order, input dtype
+  std::vector<float> band_out, band_lse, sink_out, sink_lse;  // one head, run order
+  // Semantic clusters: the last centroids per (layer, head), and the masks
+  // the heads of the last call ran (on the original order).
+  std::map<std::pair<std::int64_t, std::int64_t>, HeadClusters> warm;
+  std::vector<std::optional<Mask>> head_masks;
+};
+
+}  // namespace tilesplash

@@ -1,0 +1,167 @@
+// How one head runs: dense, a candidate (Q/K/V gathered into its order, its
+// plan, an optional second key segment merged through the LSEs, the output
+// scattered back; plans cached by mask, so spatial and temporal heads share
+// one band plan), or Sparse VideoGen 2's clusters (k-means warm-started from
+// the same layer's previous call, a plan built for this head and step).
+#include <cmath>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "clusters/cluster_internal.h"
+#include "routing/front_door.h"
+#include "routing/head_merge.h"
+#include "video/permute.h"
+
+namespace tilesplash {
+namespace {
+
+using detail::Clock;
+using detail::since;
+
+template <typename View>
+View head_view(const View& view, std::int64_t head) {
+  View one = view;
+  using Byte =
+      std::conditional_t<std::is_same_v<View, TensorView>, const unsigned char, unsigned char>;
+  one.data = static_cast<Byte*>(view.data) + head * view.head_stride * size_of(view.dtype);
+  one.heads = 1;
+  return one;
+}
+
+// Pairs inside the tiles a plan visits (full and partial, ragged edges
+// counted in range): the kernel's work in pairs.
+double visited_pairs(const TilePlan& plan) {
+  double pairs = 0.0;
+  for (std::int64_t qb = 0; qb < plan.num_q_blocks(); ++qb) {
+    const double rows = static_cast<double>(plan.q_range(qb).size());
+    for (const PlanTile& tile : plan.tiles(qb)) {
+      pairs += rows * static_cast<double>(plan.kv_range(tile.kv_block).size());
+    }
+  }
+  return pairs;
+}
+
+}  // namespace
+
+TensorView VideoAttention::Impl::permuted(const TensorView& src, const RowOrder& order,
+                                          std::vector<unsigned char>& buffer) {
+  buffer.resize(static_cast<std::size_t>(src.len * src.dim * size_of(src.dtype)));
+  const MutableTensorView dst =
+      MutableTensorView::contiguous(buffer.data(), src.dtype, 1, src.len, src.dim);
+  detail::gather_rows(pool, threads, order, src, dst);
+  return TensorView::contiguous(buffer.data(), src.dtype, 1, src.len, src.dim);
+}
+
+void VideoAttention::Impl::run_sparse(const AttentionArgs& head, const MaskRun& run,
+                                      const TilePlan& plan, HeadReport& report,
+                                      double* plan_seconds) {
+  const std::int64_t n = geometry.tokens();
+  const std::int64_t dv = head.v.dim;
+  const RowOrder& kv_order = run.kv_order ? *run.kv_order : run.order;
+  const double map = static_cast<double>(n) * static_cast<double>(n);
+  report.tiles_visited = visited_pairs(plan) / map;
+  TensorView q = head.q, k = head.k, v = head.v;
+  if (!run.order.is_identity() || !kv_order.is_identity()) {
+    const auto start = Clock::now();
+    if (!run.order.is_identity()) q = permuted(head.q, run.order, q_perm);
+    if (!kv_order.is_identity()) {
+      k = permuted(head.k, kv_order, k_perm);
+      v = permuted(head.v, kv_order, v_perm);
+    }
+    report.permute_seconds += since(start);
+  }
+  if (run.order.is_identity() && !run.extra) {
+    runner.forward(plan, {q, k, v, head.out, head.lse}, attention_options(options.check_finite));
+    return;
+  }
+  band_out.resize(static_cast<std::size_t>(n * dv));
+  band_lse.resize(static_cast<std::size_t>(n));
+  runner.forward(plan,
+                 {q, k, v, MutableTensorView::contiguous(band_out.data(), DType::kF32, 1, n, dv),
+                  band_lse.data()},
+                 attention_options(options.check_finite));
+  detail::PartialResult extra{};
+  if (run.extra) {
+    // The segment's keys (frame 0 for the sink: contiguous in frame-major
+    // order, every F-th row in token-major order) as a strided view, no copy.
+    const KeySegment& segment = *run.extra;
+    const auto keys = [&](TensorView view) {
+      view.data = static_cast<const unsigned char*>(view.data) +
+                  segment.first * view.row_stride * size_of(view.dtype);
+      view.len = segment.count;
+      view.row_stride *= segment.stride;
+      return view;
+    };
+    sink_out.resize(static_cast<std::size_t>(n * dv));
+    sink_lse.resize(static_cast<std::size_t>(n));
+    const TilePlan& extra_plan =
+        plans.get(segment.mask, n, segment.count, options.blocks, plan_seconds);
+    report.tiles_visited += visited_pairs(extra_plan) / map;
+    runner.forward(
+        extra_plan,
+        {q, keys(k), keys(v), MutableTensorView::contiguous(sink_out.data(), DType::kF32, 1, n, dv),
+         sink_lse.data()},
+        attention_options(false));
+    extra = {sink_out.data(), sink_lse.data()};
+  }
+  const auto start = Clock::now();
+  detail::finish_head(pool, threads, n, run.order, {band_out.data(), band_lse.data()}, extra, dv,
+                      head.out, head.lse);
+  if (!run.order.is_identity()) report.permute_seconds += since(start);
+}
+
+void VideoAttention::Impl::run_clusters(const AttentionArgs& args, const AttentionArgs& head,
+                                        std::int64_t h, std::int64_t layer, HeadReport& report) {
+  const ClusterOptions& o = *options.clusters;
+  const auto key = std::make_pair(layer, h);
+  const auto previous = warm.find(key);
+  auto start = Clock::now();
+  HeadClusters clusters =
+      detail::cluster_head_on(pool, threads, geometry, args.q, args.k, h, o,
+                              previous == warm.end() ? nullptr : &previous->second);
+  const double scale = options.scale ? *options.scale : 1.0 / std::sqrt(double(head.q.dim));
+  const std::vector<std::uint8_t> kept = select_cluster_pairs(geometry, clusters, scale, o);
+  report.cluster_seconds = since(start);
+  start = Clock::now();
+  ClusterMasks masks = cluster_masks(geometry, clusters, kept);
+  const std::int64_t n = geometry.tokens();
+  const TilePlan plan = TilePlan::build(masks.run.mask, n, n, o.blocks);
+  report.plan_seconds = since(start);
+  report.density = masks.density;
+  run_sparse(head, masks.run, plan, report, nullptr);
+  warm[key] = std::move(clusters);
+  head_masks[static_cast<std::size_t>(h)] = std::move(masks.mask);
+}
+
+HeadReport VideoAttention::Impl::run_head(const AttentionArgs& args, std::int64_t h,
+                                          const HeadMask& choice, std::int64_t layer,
+                                          double* plan_seconds) {
+  const auto start = Clock::now();
+  const std::int64_t n = geometry.tokens();
+  const AttentionArgs head{head_view(args.q, h), head_view(args.k, h), head_view(args.v, h),
+                           head_view(args.out, h), args.lse ? args.lse + h * n : nullptr};
+  HeadReport report;
+  report.head = h;
+  report.choice = choice;
+  if (choice == HeadMask::kDense) {
+    const TilePlan& plan = plans.get(Mask::dense(), n, n, options.blocks, plan_seconds);
+    runner.forward(plan, head, attention_options(options.check_finite));
+    report.density = 1.0;
+    report.tiles_visited = 1.0;
+  } else if (choice == detail::kClusterChoice) {
+    run_clusters(args, head, h, layer, report);
+  } else {
+    const MaskCandidate& candidate = find(choice);
+    const TilePlan& plan = plans.get(candidate.run.mask, n, n, options.blocks, plan_seconds);
+    run_sparse(head, candidate.run, plan, report, plan_seconds);
+    report.density = candidate.density;
+  }
+  report.seconds = since(start);
+  return report;
+}
+
+}  // namespace tilesplash

@@ -1,0 +1,374 @@
+// `tilesplash compare`: the mask families side by side on equal terms. One
+// synthetic workload (tilesplash/workload.h) with one head per planted type
+// runs dense once, then under every method at every target density through
+// the same front door, kernel and tiles; each head reports its relative L2
+// error and cosine against dense, the density it ran, the mask the router
+// chose, and its times (kernel, permutation, and for svg2 the clustering and
+// the plan). scripts/masks_comparison.py turns the --json output into the
+// table and plot of docs/masks.md.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "commands.h"
+#include "options.h"
+#include "report.h"
+#include "tilesplash/attention.h"
+#include "tilesplash/routing.h"
+#include "tilesplash/video.h"
+#include "tilesplash/workload.h"
+
+namespace tilesplash::cli {
+namespace {
+
+constexpr double kBudgetSlack = 1.25;
+
+struct CompareOptions {
+  std::string preset = "wan2.1-1.3b-480p";
+  std::string geometry;
+  std::string planted;  // empty: every type
+  std::string methods = "svg,spatial,temporal,radial,sta,mix,svg2";
+  std::string densities = "0.05,0.1,0.2,0.3,0.5";
+  std::int64_t head_dim = 0;  // 0: the preset's (128 for a custom geometry)
+  std::string dtype = "bf16";
+  std::int64_t samples = 64;
+  std::uint64_t seed = 0;
+  bool sink = false;
+  std::int64_t query_clusters = 0;  // 0: default_cluster_options()
+  std::int64_t key_clusters = 0;
+  std::int64_t block_q = 128;
+  std::int64_t block_kv = 128;
+  std::int64_t threads = 0;
+  std::int64_t repeats = 1;
+  bool json = false;
+};
+
+std::vector<std::string> split(const std::string& text, const char* what) {
+  std::vector<std::string> items;
+  std::stringstream stream(text);
+  for (std::string item; std::getline(stream, item, ',');) {
+    if (item.empty())
+      throw std::invalid_argument(std::string(what) + ": empty item in '" + text + "'");
+    items.push_back(item);
+  }
+  if (items.empty()) throw std::invalid_argument(std::string(what) + " must not be empty");
+  return items;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t mid = values.size() / 2;
+  return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
+}
+
+struct HeadTimes {
+  double seconds = 0.0, permute = 0.0, cluster = 0.0, plan = 0.0;
+};
+
+// One untimed call (plans built, svg2 clustered from scratch: its times are
+// returned in *cold), then `repeats` timed calls at later steps; per head,
+// the median times and the last call's report.
+LayerReport run_timed(VideoAttention& attention, const AttentionArgs& args, std::int64_t repeats,
+                      std::vector<HeadTimes>& times, LayerReport* cold) {
+  *cold = attention.forward(args, 0, 0);
+  std::vector<LayerReport> runs;
+  for (std::int64_t r = 0; r < repeats; ++r) runs.push_back(attention.forward(args, 0, 1 + r));
+  times.assign(runs.front().heads.size(), {});
+  for (std::size_t h = 0; h < times.size(); ++h) {
+    const auto pick = [&](auto field) {
+      std::vector<double> values;
+      for (const LayerReport& run : runs) values.push_back(field(run.heads[h]));
+      return median(std::move(values));
+    };
+    times[h] = {pick([](const HeadReport& x) { return x.seconds; }),
+                pick([](const HeadReport& x) { return x.permute_seconds; }),
+                pick([](const HeadReport& x) { return x.cluster_seconds; }),
+                pick([](const HeadReport& x) { return x.plan_seconds; })};
+  }
+  LayerReport last = runs.back();
+  std::vector<double> routing;
+  for (const LayerReport& run : runs) routing.push_back(run.routing_seconds);
+  last.routing_seconds = median(std::move(routing));
+  return last;
+}
+
+struct Agreement {
+  double rel_l2 = 0.0;
+  double cosine = 0.0;
+};
+
+Agreement agreement(const std::vector<float>& got, const std::vector<float>& dense,
+                    std::size_t offset, std::size_t count) {
+  double diff = 0.0, dd = 0.0, gg = 0.0, gd = 0.0;
+  for (std::size_t i = offset; i < offset + count; ++i) {
+    const double g = got[i], d = dense[i];
+    diff += (g - d) * (g - d);
+    dd += d * d;
+    gg += g * g;
+    gd += g * d;
+  }
+  return {dd > 0.0 ? std::sqrt(diff / dd) : 0.0,
+          gg > 0.0 && dd > 0.0 ? gd / std::sqrt(gg * dd) : 0.0};
+}
+
+void run_compare(const CompareOptions& options) {
+  const VideoPreset* preset = options.geometry.empty() ? &video_preset(options.preset) : nullptr;
+  const VideoGeometry geometry = preset ? preset->geometry : parse_video_geometry(options.geometry);
+  const std::int64_t head_dim =
+      options.head_dim > 0 ? options.head_dim : (preset ? preset->head_dim : 128);
+  const DType dtype = *parse_dtype(options.dtype);
+  const int threads = options.threads > 0
+                          ? static_cast<int>(options.threads)
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<PlantedHead> planted;
+  if (options.planted.empty()) {
+    planted.assign(planted_heads().begin(), planted_heads().end());
+  } else {
+    for (const std::string& name : split(options.planted, "--planted")) {
+      planted.push_back(parse_planted_head(name));
+    }
+  }
+  std::vector<double> densities;
+  for (const std::string& text : split(options.densities, "--densities")) {
+    std::size_t used = 0;
+    double value = std::numeric_limits<double>::quiet_NaN();
+    try {
+      value = std::stod(text, &used);
+    } catch (const std::exception&) {
+    }
+    if (used != text.size() || !(value > 0.0 && value <= 1.0)) {
+      throw std::invalid_argument("--densities: expected numbers in (0, 1], got '" + text + "'");
+    }
+    densities.push_back(value);
+  }
+  const std::vector<std::string> methods = split(options.methods, "--methods");
+  // Every method is checked before the long runs start.
+  for (const std::string& method : methods) method_attention_options(method, geometry, {0.5});
+
+  WorkloadOptions workload_options;
+  workload_options.heads = static_cast<std::int64_t>(planted.size());
+  workload_options.head_dim = head_dim;
+  workload_options.dtype = dtype;
+  workload_options.seed = options.seed;
+  workload_options.planted = planted;
+  workload_options.threads = threads;
+  const VideoWorkload workload(geometry, workload_options);
+  const std::int64_t n = geometry.tokens(), heads = workload.heads();
+  const std::size_t head_size = static_cast<std::size_t>(n * head_dim);
+  const auto args = [&](std::vector<float>& out) {
+    out.assign(head_size * static_cast<std::size_t>(heads), 0.0f);
+    return AttentionArgs{
+        workload.q(), workload.k(), workload.v(),
+        MutableTensorView::contiguous(out.data(), DType::kF32, heads, n, head_dim)};
+  };
+  const auto configure = [&](VideoAttentionOptions o) {
+    o.router = {options.samples, options.seed};
+    o.blocks = {options.block_q, options.block_kv};
+    o.threads = threads;
+    if (o.clusters) {
+      if (options.query_clusters > 0) o.clusters->query_clusters = options.query_clusters;
+      if (options.key_clusters > 0) o.clusters->key_clusters = options.key_clusters;
+      o.clusters->seed = options.seed;
+    }
+    return o;
+  };
+
+  std::vector<float> dense_out, out;
+  VideoAttentionOptions dense_options = configure({});
+  dense_options.force = HeadMask::kDense;
+  VideoAttention dense_attention(geometry, dense_options);
+  std::vector<HeadTimes> dense_times;
+  LayerReport cold;
+  run_timed(dense_attention, args(dense_out), options.repeats, dense_times, &cold);
+
+  nlohmann::ordered_json record;
+  record["preset"] = preset ? nlohmann::ordered_json(std::string(preset->name)) : nullptr;
+  record["geometry"] = geometry.to_string();
+  record["tokens"] = n;
+  record["head_dim"] = head_dim;
+  record["dtype"] = std::string(to_string(dtype));
+  record["isa"] = active_isa();
+  record["threads"] = threads;
+  record["samples"] = options.samples;
+  record["seed"] = options.seed;
+  record["sink"] = options.sink;
+  record["block_q"] = options.block_q;
+  record["block_kv"] = options.block_kv;
+  record["repeats"] = options.repeats;
+  auto dense_rows = nlohmann::ordered_json::array();
+  for (std::int64_t h = 0; h < heads; ++h) {
+    nlohmann::ordered_json row;
+    row["planted"] = std::string(to_string(planted[static_cast<std::size_t>(h)]));
+    row["dense_ms"] = dense_times[static_cast<std::size_t>(h)].seconds * 1e3;
+    dense_rows.push_back(std::move(row));
+  }
+  record["dense"] = std::move(dense_rows);
+
+  auto rows = nlohmann::ordered_json::array();
+  for (const std::string& method : methods) {
+    for (const double density : densities) {
+      MethodOptions method_options;
+      method_options.density = density;
+      method_options.sink = options.sink;
+      VideoAttentionOptions attention_options =
+          configure(method_attention_options(method, geometry, method_options));
+      // Routing picks among candidates at the density asked for (radial's
+      // floor and sta's coarse windows can sit far above it).
+      attention_options.density_budget = std::min(1.0, kBudgetSlack * density);
+      VideoAttention attention(geometry, attention_options);
+      std::vector<HeadTimes> times;
+      const LayerReport report = run_timed(attention, args(out), options.repeats, times, &cold);
+      for (std::int64_t h = 0; h < heads; ++h) {
+        const std::size_t i = static_cast<std::size_t>(h);
+        const HeadReport& head = report.heads[i];
+        const Agreement a = agreement(out, dense_out, i * head_size, head_size);
+        const HeadTimes& t = times[i];
+        nlohmann::ordered_json row;
+        row["method"] = method;
+        row["target_density"] = density;
+        row["planted"] = std::string(to_string(planted[i]));
+        row["choice"] = head.choice.name();
+        row["density"] = head.density;
+        row["tiles_visited"] = head.tiles_visited;
+        row["rel_l2"] = a.rel_l2;
+        row["cosine"] = a.cosine;
+        row["kernel_ms"] = (t.seconds - t.permute - t.cluster - t.plan) * 1e3;
+        row["permute_ms"] = t.permute * 1e3;
+        row["routing_ms"] = report.routing_seconds / static_cast<double>(heads) * 1e3;
+        row["cluster_ms"] = t.cluster * 1e3;
+        row["cluster_cold_ms"] = cold.heads[i].cluster_seconds * 1e3;
+        row["plan_ms"] = t.plan * 1e3;
+        row["dense_ms"] = dense_times[i].seconds * 1e3;
+        rows.push_back(std::move(row));
+      }
+    }
+  }
+
+  if (options.json) {
+    record["rows"] = std::move(rows);
+    print_json(record, std::cout);
+    return;
+  }
+  print_table(record, std::cout);
+  std::cout << '\n'
+            << fmt::format("{:<8} {:>6}  {:<16} {:<12} {:>7} {:>7} {:>8} {:>8} {:>9} {:>9}\n",
+                           "method", "target", "planted", "choice", "density", "visited", "rel_l2",
+                           "cosine", "kernel_ms", "dense_ms");
+  for (const auto& row : rows) {
+    std::cout << fmt::format(
+        "{:<8} {:>6.2f}  {:<16} {:<12} {:>7.4f} {:>7.4f} {:>8.4f} {:>8.5f} {:>9.1f} {:>9.1f}\n",
+        row["method"].get<std::string>(), row["target_density"].get<double>(),
+        row["planted"].get<std::string>(), row["choice"].get<std::string>(),
+        row["density"].get<double>(), row["tiles_visited"].get<double>(),
+        row["rel_l2"].get<double>(), row["cosine"].get<double>(), row["kernel_ms"].get<double>(),
+        row["dense_ms"].get<double>());
+  }
+}
+
+}  // namespace
+
+Command add_compare_command(CLI::App& parent) {
+  auto options = std::make_shared<CompareOptions>();
+  CLI::App* app = parent.add_subcommand(
+      "compare",
+      "Every mask family on one synthetic workload: error against dense and time, per planted "
+      "head type");
+  std::string types;
+  for (const PlantedHead kind : planted_heads()) {
+    types += (types.empty() ? "" : ", ") + std::string(to_string(kind));
+  }
+  std::string methods;
+  for (const std::string_view name : attention_method_names()) {
+    methods += (methods.empty() ? "" : ", ") + std::string(name);
+  }
+  app->footer(
+      "One head per planted type (tilesplash/workload.h: " + types +
+      ") runs dense, then under each method at each target density (" + methods +
+      "; docs/masks.md defines them). rel_l2 = |O - O_dense| / |O_dense| and cosine are per "
+      "head over all rows and channels; tiles_visited is the share of the map inside the tiles "
+      "the kernel visited (its work against dense's). Times are medians of --repeats calls "
+      "after one untimed call (plans built; svg2 clustered from scratch, reported as "
+      "cluster_cold_ms; "
+      "the timed calls are later steps, warm-started). kernel_ms excludes permutation, "
+      "clustering and plan; routing_ms is the layer's routing over the heads. Routed methods "
+      "choose among candidates of density <= 1.25 x the target (the least dense when none "
+      "is).\n\n"
+      "Examples:\n"
+      "  tilesplash compare --geometry frames=8,height=8,width=12 --head-dim 64 "
+      "--densities 0.1,0.3\n"
+      "  tilesplash compare --preset wan2.1-1.3b-480p --json > comparison.json");
+  CLI::Option* preset =
+      app->add_option("--preset", options->preset, "Model shape (see `tilesplash route --help`)")
+          ->type_name("NAME")
+          ->capture_default_str();
+  app->add_option("--geometry", options->geometry,
+                  "Custom shape instead: frames=F,height=h,width=w[,text=T,text_at=before|after]")
+      ->type_name("GEOM")
+      ->check(non_empty("frames=F,height=h,width=w"))
+      ->excludes(preset);
+  app->add_option("--planted", options->planted,
+                  "Comma-separated head types, one head each (default: every type)")
+      ->type_name("LIST")
+      ->check(non_empty(types.c_str()));
+  app->add_option("--methods", options->methods, "Comma-separated methods")
+      ->type_name("LIST")
+      ->capture_default_str()
+      ->check(non_empty(methods.c_str()));
+  app->add_option("--densities", options->densities, "Comma-separated target densities")
+      ->type_name("LIST")
+      ->capture_default_str()
+      ->check(non_empty("numbers in (0, 1]"));
+  app->add_option("--head-dim", options->head_dim,
+                  "Head dimension, a multiple of 8 up to 256 (default: the preset's, else 128)")
+      ->type_name("D")
+      ->transform(integer_in(8, 256, 8));
+  app->add_option("--dtype", options->dtype, "Q/K/V dtype: f32, bf16 or f16")
+      ->type_name("DTYPE")
+      ->capture_default_str()
+      ->check(dtype_name());
+  app->add_option("--samples", options->samples, "Query rows the router samples per call")
+      ->type_name("R")
+      ->capture_default_str()
+      ->transform(integer_in(1, 1 << 20));
+  app->add_option("--seed", options->seed, "Seed of the workload, router and k-means")
+      ->type_name("N")
+      ->capture_default_str()
+      ->transform(integer_in(0, std::numeric_limits<std::int64_t>::max()));
+  app->add_flag("--sink", options->sink, "OR the first-frame sink into the band and radial masks");
+  app->add_option("--query-clusters", options->query_clusters,
+                  "svg2: query clusters (default: Wan's, 200 below 720p, 300 from 720p)")
+      ->type_name("QC")
+      ->transform(integer_in(1, 1 << 20));
+  app->add_option("--key-clusters", options->key_clusters, "svg2: key clusters (default 1000)")
+      ->type_name("KC")
+      ->transform(integer_in(1, 1 << 20));
+  app->add_option("--block-q", options->block_q, "Query rows per tile: 1 to 4096")
+      ->type_name("BQ")
+      ->capture_default_str()
+      ->transform(integer_in(1, 4096));
+  app->add_option("--block-kv", options->block_kv, "Keys per tile: a multiple of 64 up to 1024")
+      ->type_name("BK")
+      ->capture_default_str()
+      ->transform(integer_in(64, 1024, 64));
+  app->add_option("--threads", options->threads, "Worker threads (default: all hardware threads)")
+      ->type_name("T")
+      ->transform(integer_in(1, 4096));
+  app->add_option("--repeats", options->repeats, "Timed calls after the untimed one; medians")
+      ->type_name("R")
+      ->capture_default_str()
+      ->transform(integer_in(1, 1000));
+  app->add_flag("--json", options->json, "Print one JSON object (with a rows array)");
+  return {app, [options] { run_compare(*options); }};
+}
+
+}  // namespace tilesplash::cli
