@@ -206,7 +206,7 @@ TEST(VideoAttention, RejectsBadCandidatesNamingThem) {
   const MaskCandidate other = video_candidate(VideoMaskKind::kSpatial, {4, 2, 2}, 2);
   EXPECT_NE(build({other}).find("its geometry has 16 tokens"), std::string::npos);
   EXPECT_NE(build({spatial}, HeadMask("radial"))
-                .find("no candidate named 'radial' (expected one of dense, spatial)"),
+                .find("options.force must be one of dense, spatial, got 'radial'"),
             std::string::npos);
   VideoAttentionOptions budget;
   budget.density_budget = 0.0;

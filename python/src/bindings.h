@@ -43,5 +43,8 @@ void bind_plan(nb::module_& m);
 void bind_attention(nb::module_& m);
 void bind_video_attention(nb::module_& m);
 void bind_threading(nb::module_& m);
+void bind_window(nb::module_& m);
+void bind_merge(nb::module_& m);
+void bind_clusters(nb::module_& m);
 
 }  // namespace tilesplash::python

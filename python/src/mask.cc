@@ -1,8 +1,9 @@
-// tilesplash._core.Mask: the library's Mask value (mask.h, mask_spec.h, and
-// the video masks of video.h), with its SPEC as str().
+// tilesplash._core.Mask: the library's Mask value (mask.h, mask_spec.h, the
+// video masks of video.h, radial.h and sta.h), with its SPEC as str().
 #include "tilesplash/mask.h"
 
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/array.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
@@ -12,6 +13,8 @@
 
 #include "bindings.h"
 #include "tilesplash/mask_spec.h"
+#include "tilesplash/radial.h"
+#include "tilesplash/sta.h"
 #include "tilesplash/video.h"
 
 namespace tilesplash::python {
@@ -40,6 +43,28 @@ Mask video(VideoMaskKind kind, const VideoGeometry& geometry, std::optional<std:
   geometry.validate();
   const VideoMaskOptions options{sink, text_full};
   return video_mask(kind, geometry, resolve_band(kind, geometry, band, density, options), options);
+}
+
+// Radial Attention with a decay, or the decay that reaches a target density.
+Mask radial(const VideoGeometry& geometry, std::optional<double> decay,
+            std::optional<double> density, std::int64_t block, bool sink) {
+  if (decay.has_value() == density.has_value()) {
+    throw std::invalid_argument("decay: give exactly one of decay or density, got " +
+                                std::string(decay ? "both" : "neither"));
+  }
+  geometry.validate();
+  RadialOptions options;
+  options.block = block;
+  options.sink = sink;
+  if (decay) {
+    options.decay = *decay;
+  } else {
+    if (!(*density > 0.0 && *density <= 1.0)) {
+      throw std::invalid_argument("density: must be in (0, 1], got " + std::to_string(*density));
+    }
+    options.decay = radial_decay_for_density(geometry, *density, options);
+  }
+  return radial_mask(geometry, options);
 }
 
 }  // namespace
@@ -74,6 +99,16 @@ void bind_mask(nb::module_& m) {
           },
           "geometry"_a, "band"_a = nb::none(), "sink"_a = false, "text_full"_a = false,
           "density"_a = nb::none())
+      .def_static("radial", &radial, "geometry"_a, "decay"_a = nb::none(), "density"_a = nb::none(),
+                  "block"_a = 128, "sink"_a = false)
+      .def_static(
+          "sta",
+          [](const VideoGeometry& g, std::array<std::int64_t, 3> window,
+             std::array<std::int64_t, 3> tile) {
+            g.validate();
+            return sta_mask(g, {tile, window});
+          },
+          "geometry"_a, "window"_a, "tile"_a)
       .def(
           "__or__", [](const Mask& a, const Mask& b) { return a | b; }, nb::is_operator())
       .def(

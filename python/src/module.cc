@@ -94,4 +94,7 @@ NB_MODULE(_core, m) {
   python::bind_plan(m);
   python::bind_attention(m);
   python::bind_video_attention(m);
+  python::bind_window(m);
+  python::bind_merge(m);
+  python::bind_clusters(m);
 }

@@ -1,12 +1,15 @@
 // tilesplash._core.VideoAttention: the routing front door (routing.h) on the
-// caller's arrays. Tile sizes depend on the head dim and dtype, which only a
-// call reveals, so one library VideoAttention is kept per (head dim, dtype)
-// with choose_video_blocks() tiles unless the caller fixed them, all of them on
-// one threading context (the caller's, or the object's own). A mutex
-// serialises calls (a front door serves one call at a time); it is taken
-// after the GIL is released, so a waiting thread never blocks the interpreter.
+// caller's arrays, for any method the library names (method_attention_options:
+// svg, spatial, temporal, radial, sta, mix, svg2). Tile sizes depend on the
+// head dim and dtype, which only a call reveals, so one library VideoAttention
+// is kept per (head dim, dtype) with choose_video_blocks() tiles unless the
+// caller fixed them, all of them on one threading context (the caller's, or
+// the object's own). A mutex serialises calls (a front door serves one call at
+// a time); it is taken after the GIL is released, so a waiting thread never
+// blocks the interpreter.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
@@ -30,14 +33,51 @@
 namespace tilesplash::python {
 namespace {
 
+// "dense", or a name of what the options' heads can run: their candidates
+// (the svg pair when there are none), or svg2 with clusters.
 std::optional<HeadMask> to_force(const std::optional<std::string>& text,
-                                 const char* name = "force") {
+                                 const VideoAttentionOptions& options) {
   if (!text) return std::nullopt;
-  if (*text == "dense") return HeadMask::kDense;
-  if (*text == "spatial") return HeadMask::kSpatial;
-  if (*text == "temporal") return HeadMask::kTemporal;
-  throw std::invalid_argument(std::string(name) +
-                              ": expected 'dense', 'spatial' or 'temporal', got '" + *text + "'");
+  std::vector<std::string> names = {"dense"};
+  if (options.clusters) {
+    names.emplace_back("svg2");
+  } else if (options.candidates.empty()) {
+    names.insert(names.end(), {"spatial", "temporal"});
+  } else {
+    for (const MaskCandidate& c : options.candidates) names.push_back(c.name);
+  }
+  std::string expected;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == *text) return HeadMask(*text);
+    expected += (i == 0 ? "'" : i + 1 == names.size() ? " or '" : ", '") + names[i] + "'";
+  }
+  throw std::invalid_argument("force: expected " + expected + ", got '" + *text + "'");
+}
+
+// The front-door options of `method`: for "svg", today's defaults (the band
+// may be given in tokens); for the others, method_attention_options(), where
+// a band has no meaning.
+VideoAttentionOptions method_options(const std::string& method, const VideoGeometry& geometry,
+                                     double density, std::optional<std::int64_t> band, bool sink,
+                                     bool text_full) {
+  if (method == "svg") {
+    VideoAttentionOptions options;
+    options.density = density;
+    options.band = band;
+    options.sink = sink;
+    options.text_full = text_full;
+    return options;
+  }
+  if (band) {
+    throw std::invalid_argument(
+        "band: a band in tokens applies to method 'svg' only, got method '" + method +
+        "' (give density instead)");
+  }
+  geometry.validate();
+  if (!(density > 0.0 && density <= 1.0)) {
+    throw std::invalid_argument("density: must be in (0, 1], got " + std::to_string(density));
+  }
+  return method_attention_options(method, geometry, {density, sink, text_full});
 }
 
 nb::object number_or_none(double value) {
@@ -46,10 +86,11 @@ nb::object number_or_none(double value) {
 
 class PyVideoAttention {
  public:
-  PyVideoAttention(const VideoGeometry& geometry, VideoAttentionOptions options,
+  PyVideoAttention(const VideoGeometry& geometry, VideoAttentionOptions options, std::string method,
                    std::optional<std::int64_t> block_q, std::optional<std::int64_t> block_kv,
                    std::shared_ptr<ThreadingContext> context)
-      : block_q_(block_q),
+      : method_(std::move(method)),
+        block_q_(block_q),
         block_kv_(block_kv),
         context_(context ? std::move(context) : std::make_shared<ThreadingContext>()) {
     // Validates the geometry and options now, and fixes the band.
@@ -57,11 +98,31 @@ class PyVideoAttention {
   }
 
   const VideoGeometry& geometry() const { return probe_->geometry(); }
-  Mask mask(const std::string& choice) const {
-    const std::optional<HeadMask> head = to_force(choice, "choice");
-    return probe_->mask(*head);
-  }
+  const std::string& method() const { return method_; }
+  Mask mask(const std::string& choice) const { return probe_->mask(HeadMask(choice)); }
   std::int64_t band() const { return probe_->band(); }
+  // (name, density) of every candidate the router chooses from; empty for svg2.
+  std::vector<std::pair<std::string, double>> candidates() const {
+    std::vector<std::pair<std::string, double>> result;
+    for (const MaskCandidate& c : probe_->candidates()) result.emplace_back(c.name, c.density);
+    return result;
+  }
+
+  // svg2: the cluster mask head `head` ran in the last call (of its last batch entry).
+  Mask head_mask(std::int64_t head) {
+    nb::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (last_ == nullptr) {
+      throw std::invalid_argument("head_mask: no call has run yet");
+    }
+    return last_->head_mask(head);
+  }
+
+  void reset_clusters() {
+    nb::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [key, entry] : entries_) entry.attention->reset_clusters();
+  }
 
   nb::dict forward(const TensorDesc& q, const TensorDesc& k, const TensorDesc& v,
                    const TensorDesc& out, std::uintptr_t lse, const std::string& layout,
@@ -81,11 +142,13 @@ class PyVideoAttention {
       blocks = entry.attention->options().blocks;
       tuned = entry.tuned;
       reports = layout_video_attention(*entry.attention, args, layer, step);
+      last_ = entry.attention.get();
     }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    nb::dict result = report(reports, blocks, tuned, seconds);
+    nb::dict result = report(reports, probe_->candidates(), blocks, tuned, seconds);
     result["band"] = band();
+    result["method"] = method_;
     return result;
   }
 
@@ -115,10 +178,11 @@ class PyVideoAttention {
     return entries_.emplace(key, std::move(entry)).first->second;
   }
 
-  static nb::dict report(const std::vector<LayerReport>& reports, BlockSizes blocks, bool tuned,
-                         double seconds) {
+  static nb::dict report(const std::vector<LayerReport>& reports,
+                         const std::vector<MaskCandidate>& candidates, BlockSizes blocks,
+                         bool tuned, double seconds) {
     nb::list heads;
-    double routing = 0, plan = 0, permute = 0, attention = 0, total = 0;
+    double routing = 0, plan = 0, cluster = 0, permute = 0, attention = 0, total = 0;
     bool warmup = false;
     for (std::size_t b = 0; b < reports.size(); ++b) {
       const LayerReport& layer = reports[b];
@@ -130,14 +194,23 @@ class PyVideoAttention {
         head["routed"] = h.routed;
         head["mse_spatial"] = number_or_none(h.mse_spatial);
         head["mse_temporal"] = number_or_none(h.mse_temporal);
+        nb::dict mse;  // every candidate's, by name; empty when not routed
+        for (std::size_t c = 0; c < h.mse.size() && c < candidates.size(); ++c) {
+          mse[candidates[c].name.c_str()] = number_or_none(h.mse[c]);
+        }
+        head["mse"] = mse;
         head["density"] = h.density;
+        head["tiles_visited"] = h.tiles_visited;
         head["seconds"] = h.seconds;
         head["permute_seconds"] = h.permute_seconds;
+        head["cluster_seconds"] = h.cluster_seconds;
+        head["plan_seconds"] = h.plan_seconds;
         heads.append(head);
       }
       warmup = warmup || layer.warmup;
       routing += layer.routing_seconds;
       plan += layer.plan_seconds;
+      cluster += layer.cluster_seconds;
       permute += layer.permute_seconds;
       attention += layer.attention_seconds;
       total += layer.total_seconds;
@@ -150,6 +223,7 @@ class PyVideoAttention {
     result["blocks_tuned"] = tuned;
     result["routing_seconds"] = routing;
     result["plan_seconds"] = plan;
+    result["cluster_seconds"] = cluster;
     result["permute_seconds"] = permute;
     result["attention_seconds"] = attention;
     result["total_seconds"] = total;
@@ -157,10 +231,12 @@ class PyVideoAttention {
     return result;
   }
 
+  std::string method_;
   std::optional<std::int64_t> block_q_;
   std::optional<std::int64_t> block_kv_;
   std::shared_ptr<ThreadingContext> context_;
   std::unique_ptr<VideoAttention> probe_;
+  const VideoAttention* last_ = nullptr;  // the entry of the last call
   std::map<std::pair<std::int64_t, DType>, Entry> entries_;
   std::mutex mutex_;
 };
@@ -172,32 +248,36 @@ void bind_video_attention(nb::module_& m) {
   nb::class_<PyVideoAttention>(m, "VideoAttention")
       .def(
           "__init__",
-          [](PyVideoAttention* self, const VideoGeometry& geometry, double density,
-             std::optional<std::int64_t> band, bool sink, bool text_full, std::int64_t dense_layers,
+          [](PyVideoAttention* self, const VideoGeometry& geometry, const std::string& method,
+             double density, std::optional<std::int64_t> band, bool sink, bool text_full,
+             std::optional<double> density_budget, std::int64_t dense_layers,
              std::int64_t dense_steps, std::int64_t samples, std::uint64_t seed,
              std::optional<std::string> force, int threads, std::optional<std::int64_t> block_q,
              std::optional<std::int64_t> block_kv, std::optional<float> scale,
              PyThreadingContext* context) {
-            VideoAttentionOptions options;
-            options.density = density;
-            options.band = band;
-            options.sink = sink;
-            options.text_full = text_full;
+            VideoAttentionOptions options =
+                method_options(method, geometry, density, band, sink, text_full);
+            options.density_budget = density_budget;
             options.warmup = {dense_layers, dense_steps};
             options.router = {samples, seed};
-            options.force = to_force(force);
+            options.force = to_force(force, options);
             options.threads = threads;
             options.scale = scale;
             check_block_sizes(block_q, block_kv);
-            new (self) PyVideoAttention(geometry, std::move(options), block_q, block_kv,
+            new (self) PyVideoAttention(geometry, std::move(options), method, block_q, block_kv,
                                         context != nullptr ? context->context() : nullptr);
           },
-          "geometry"_a, "density"_a, "band"_a.none(), "sink"_a, "text_full"_a, "dense_layers"_a,
-          "dense_steps"_a, "samples"_a, "seed"_a, "force"_a.none(), "threads"_a, "block_q"_a.none(),
-          "block_kv"_a.none(), "scale"_a.none(), "context"_a.none())
+          "geometry"_a, "method"_a, "density"_a, "band"_a.none(), "sink"_a, "text_full"_a,
+          "density_budget"_a.none(), "dense_layers"_a, "dense_steps"_a, "samples"_a, "seed"_a,
+          "force"_a.none(), "threads"_a, "block_q"_a.none(), "block_kv"_a.none(), "scale"_a.none(),
+          "context"_a.none())
       .def_prop_ro("geometry", &PyVideoAttention::geometry)
       .def_prop_ro("band", &PyVideoAttention::band)
+      .def_prop_ro("method", &PyVideoAttention::method)
+      .def_prop_ro("candidates", &PyVideoAttention::candidates)
       .def("mask", &PyVideoAttention::mask, "choice"_a)
+      .def("head_mask", &PyVideoAttention::head_mask, "head"_a)
+      .def("reset_clusters", &PyVideoAttention::reset_clusters)
       .def("forward", &PyVideoAttention::forward, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "layout"_a,
            "layer"_a, "step"_a);
 }

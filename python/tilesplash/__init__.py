@@ -16,15 +16,18 @@ import sys as _sys
 
 from . import _core
 from ._attention import TilePlan, attention, plan, set_plan_cache_capacity
+from ._clusters import KMeansResult, kmeans
 from ._core import VideoGeometry, active_isa, available_isas, presets
 from ._core import clear_plan_cache, plan_cache_stats
 from ._mask import Mask
+from ._merge import merge_attention
 from ._threading import ThreadingContext, hardware_threads
 from ._video import VideoAttention
 
 __version__ = _core.LIBRARY_VERSION
 
 __all__ = [
+    "KMeansResult",
     "Mask",
     "ThreadingContext",
     "TilePlan",
@@ -35,6 +38,8 @@ __all__ = [
     "available_isas",
     "clear_plan_cache",
     "hardware_threads",
+    "kmeans",
+    "merge_attention",
     "plan",
     "plan_cache_stats",
     "presets",

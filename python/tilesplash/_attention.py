@@ -7,6 +7,7 @@ import numpy as np
 from . import _core
 from ._mask import Mask, as_mask
 from ._threading import ThreadingContext, check_context, core_of, handle_of
+from ._window import seq_len, window_args, window_core
 from ._tensors import (
     INT32_MAX,
     call_arrays,
@@ -19,7 +20,8 @@ from ._tensors import (
 
 
 def attention(q, k, v, *, mask="dense", layout="bhnd", scale=None, return_lse=False,
-              block_q=None, block_kv=None, threads=0, context=None):
+              block_q=None, block_kv=None, threads=0, q_offset=0, kv_offset=0, q_total=None,
+              kv_total=None, context=None):
     """Block-sparse attention softmax(scale * q k^T, masked) v.
 
     q, k, v: NumPy arrays or PyTorch CPU tensors, all of one kind and one dtype
@@ -44,6 +46,14 @@ def attention(q, k, v, *, mask="dense", layout="bhnd", scale=None, return_lse=Fa
     scaled scores. Rows that keep no key give 0 and lse = -inf. No queries
     (or no batch entries or heads) give an empty output; no keys give zeros.
 
+    q_offset, kv_offset, q_total, kv_total: a window of a larger map. q holds
+    the global query rows [q_offset, q_offset + N_q) and k, v the global keys
+    [kv_offset, kv_offset + N_kv) of a q_total x kv_total attention map (the
+    totals default to offset + N); `mask` keeps its meaning on the global
+    indices, and only the window of its plan is computed. This is what a
+    sequence-parallel rank runs (tilesplash.distributed); a video mask needs
+    the totals to equal its token count.
+
     torch tensors go through the registered op torch.ops.tilesplash.attention,
     so torch.compile compiles around it. The GIL is released while it runs.
     Raises TypeError / ValueError naming the argument on bad input, including
@@ -58,22 +68,26 @@ def attention(q, k, v, *, mask="dense", layout="bhnd", scale=None, return_lse=Fa
     block_kv = check_int(block_kv, "block_kv", 1, allow_none=True)
     threads = check_int(threads, "threads", 0, maximum=INT32_MAX)
     context = check_context(context)
+    window = window_args(seq_len(q, layout), seq_len(k, layout), q_offset, kv_offset, q_total,
+                         kv_total)
     if kind == "torch":
         from ._torch_ops import attention_op
 
         out, lse = attention_op(q, k, v, mask._spec, layout, scale, block_q, block_kv, threads,
-                                handle_of(context))
+                                *window, handle_of(context))
     else:
         out, lse = run_attention("numpy", q, k, v, layout, mask, scale, block_q, block_kv, threads,
-                                 context)
+                                 window, context)
     return (out, lse) if return_lse else out
 
 
 def run_attention(kind, q, k, v, layout, mask: Mask, scale, block_q, block_kv, threads,
-                  context: ThreadingContext | None = None):
-    """The core call on checked arguments: (out, lse), new arrays of q's kind."""
+                  window=(0, 0, 0, 0), context: ThreadingContext | None = None):
+    """The core call on checked arguments: (out, lse), new arrays of q's kind.
+    window: from window_args(); (0, 0, 0, 0) is the whole map."""
+    core_mask = window_core(mask, seq_len(q, layout), seq_len(k, layout), window)
     descs, lse_address, out, lse, held = call_arrays(kind, q, k, v, layout)
-    _core.attention(*descs, lse_address, layout, mask._core, scale, block_q, block_kv, threads,
+    _core.attention(*descs, lse_address, layout, core_mask, scale, block_q, block_kv, threads,
                     True, core_of(context))
     del held  # copies of odd views stay alive until the core has returned
     return out, lse
@@ -88,12 +102,17 @@ class TilePlan:
     actually run (stats() says so in plan_order / plan_note).
     """
 
-    __slots__ = ("_plan",)
+    __slots__ = ("_plan", "_mask", "_window")
 
-    def __init__(self, plan: _core.TilePlan):
+    def __init__(self, plan: _core.TilePlan, mask: Mask | None = None, window=None):
         self._plan = plan
+        self._mask = Mask(plan.mask) if mask is None else mask
+        self._window = window
 
-    mask = property(lambda self: Mask(self._plan.mask), doc="The mask as given.")
+    mask = property(lambda self: self._mask, doc="The mask as given (global for a window).")
+    window = property(
+        lambda self: self._window,
+        doc="(q_offset, kv_offset, q_total, kv_total) of a window plan, else None.")
     q_len = property(lambda self: self._plan.q_len)
     kv_len = property(lambda self: self._plan.kv_len)
     block_q = property(lambda self: self._plan.block_q)
@@ -114,14 +133,24 @@ class TilePlan:
                 f"{s['empty']} empty)")
 
 
-def plan(mask, q_len, kv_len=None, block_q=256, block_kv=256) -> TilePlan:
-    """The tile plan of `mask` (SPEC or Mask) over q_len x kv_len (default q_len)."""
+def plan(mask, q_len, kv_len=None, block_q=256, block_kv=256, *, q_offset=0, kv_offset=0,
+         q_total=None, kv_total=None) -> TilePlan:
+    """The tile plan of `mask` (SPEC or Mask) over q_len x kv_len (default q_len).
+
+    With q_offset / kv_offset (and q_total / kv_total, as in attention()), the
+    plan of the window [q_offset, q_offset + q_len) x [kv_offset, kv_offset +
+    kv_len) of the global mask, tiles counted from the window's corner.
+    """
     mask = as_mask(mask)
     q_len = check_int(q_len, "q_len", 1)
     kv_len = check_int(kv_len, "kv_len", 1, allow_none=True)
     block_q = check_int(block_q, "block_q", 1)
     block_kv = check_int(block_kv, "block_kv", 1)
-    return TilePlan(_core.plan(mask._core, q_len, kv_len, block_q, block_kv))
+    kv_len = q_len if kv_len is None else kv_len
+    window = window_args(q_len, kv_len, q_offset, kv_offset, q_total, kv_total)
+    core_mask = window_core(mask, q_len, kv_len, window)
+    return TilePlan(_core.plan(core_mask, q_len, kv_len, block_q, block_kv), mask,
+                    window if window[2] else None)
 
 
 def set_plan_cache_capacity(capacity) -> None:

@@ -8,6 +8,7 @@ the extension.
 
 from __future__ import annotations
 
+import operator
 from functools import lru_cache
 
 from . import _core
@@ -84,6 +85,41 @@ class Mask:
         return Mask(_core.Mask.temporal(*_video_args(geometry, band, sink, text_full, density)))
 
     @staticmethod
+    def radial(geometry, decay: float | None = None, *, density: float | None = None,
+               block: int = 128, sink: bool = False) -> "Mask":
+        """Radial Attention's energy-decay mask (Li et al., NeurIPS 2025; docs/masks.md).
+
+        Query frame i keeps key frame j when |i - j| <= 1, and otherwise the keys
+        within a window that shrinks with the frame distance, on frames that thin
+        out with it. Give `decay` (Wan 0.2, HunyuanVideo 0.95) or `density` to pick
+        the decay whose mask keeps that fraction of the map. `block`: the paper's B
+        (least window, stride unit); `sink` keeps frame 0 for every video query.
+        Text rows and columns are kept whole.
+        """
+        if not isinstance(geometry, _core.VideoGeometry):
+            raise TypeError(f"geometry: expected a tilesplash.VideoGeometry, got "
+                            f"{type(geometry).__name__}")
+        if decay is not None:
+            decay = check_float(decay, "decay", "a finite float >= 0 or None")
+        if density is not None:
+            density = check_float(density, "density", "a float in (0, 1] or None")
+        return Mask(_core.Mask.radial(geometry, decay, density, check_int(block, "block", 1),
+                                      check_bool(sink, "sink")))
+
+    @staticmethod
+    def sta(geometry, window=(3, 3, 3), tile=(6, 8, 8)) -> "Mask":
+        """Sliding Tile Attention's mask (Zhang et al., ICML 2025; docs/masks.md).
+
+        Tokens are cut into tiles of tile = (tt, th, tw) latent tokens; a query tile
+        keeps the key tiles of a window = (kt, kh, kw) tiles around it, shifted
+        inward at the borders. Text rows and columns are kept whole.
+        """
+        if not isinstance(geometry, _core.VideoGeometry):
+            raise TypeError(f"geometry: expected a tilesplash.VideoGeometry, got "
+                            f"{type(geometry).__name__}")
+        return Mask(_core.Mask.sta(geometry, _triple(window, "window"), _triple(tile, "tile")))
+
+    @staticmethod
     def parse(spec: str) -> "Mask":
         """A mask from its SPEC, e.g. 'causal', 'local:left=64,right=64|causal'."""
         if not isinstance(spec, str):
@@ -93,6 +129,13 @@ class Mask:
     def keeps(self, q: int, k: int) -> bool:
         """Whether the pair (q, k) is kept."""
         return self._core.keeps(check_int(q, "q", _INT64_MIN), check_int(k, "k", _INT64_MIN))
+
+    def classify(self, rows, cols) -> int:
+        """Exact kind of the block rows x cols, each a (begin, end) pair of indices:
+        0 no pair kept, 1 some, 2 all (empty ranges give 0). O(1) for the
+        built-in masks; ring attention skips the steps whose block gives 0."""
+        (q0, q1), (k0, k1) = _range(rows, "rows"), _range(cols, "cols")
+        return _core.classify_window(self._core, q0, q1, k0, k1)
 
     def __or__(self, other: "Mask") -> "Mask":
         if not isinstance(other, Mask):
@@ -131,6 +174,29 @@ def _video_args(geometry, band, sink, text_full, density):
         density = check_float(density, "density", "a float in (0, 1] or None")
     return (geometry, check_int(band, "band", 0, allow_none=True), check_bool(sink, "sink"),
             check_bool(text_full, "text_full"), density)
+
+
+def _range(value, name):
+    try:
+        begin, end = value
+    except (TypeError, ValueError):
+        raise TypeError(f"{name}: expected a (begin, end) pair of ints, got {value!r}") from None
+    try:
+        if isinstance(begin, bool) or isinstance(end, bool):
+            raise TypeError
+        begin, end = operator.index(begin), operator.index(end)
+    except TypeError:
+        raise TypeError(f"{name}: expected a (begin, end) pair of ints, got {value!r}") from None
+    if begin < 0 or end < begin:
+        raise ValueError(f"{name}: expected 0 <= begin <= end, got ({begin}, {end})")
+    return begin, end
+
+
+def _triple(value, name):
+    """Three ints >= 1 (t, h, w)."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != 3:
+        raise TypeError(f"{name}: expected three ints (t, h, w), got {value!r}")
+    return tuple(check_int(v, name, 1) for v in value)
 
 
 @lru_cache(maxsize=256)

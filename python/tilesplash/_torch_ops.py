@@ -19,20 +19,31 @@ from ._attention import run_attention
 from ._mask import as_mask
 from ._threading import from_handle
 from ._tensors import batch_heads_len, check_layout, check_qkv, out_shape
+from ._window import seq_len, window_args
 
 
 @torch.library.custom_op("tilesplash::attention", mutates_args=(), device_types="cpu")
 def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: str, layout: str,
                  scale: Optional[float], block_q: Optional[int], block_kv: Optional[int],
-                 threads: int, context: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+                 threads: int, q_offset: int = 0, kv_offset: int = 0, q_total: int = 0,
+                 kv_total: int = 0, context: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     check_qkv(q, k, v, check_layout(layout))  # again: the op can be called directly
+    window = _window(q, k, layout, q_offset, kv_offset, q_total, kv_total)
     return run_attention("torch", q, k, v, layout, as_mask(mask), scale, block_q, block_kv, threads,
-                         from_handle(context))
+                         window, from_handle(context))
 
 
 @attention_op.register_fake
-def _attention_fake(q, k, v, mask, layout, scale, block_q, block_kv, threads, context=0):
+def _attention_fake(q, k, v, mask, layout, scale, block_q, block_kv, threads, q_offset=0,
+                    kv_offset=0, q_total=0, kv_total=0, context=0):
     check_qkv(q, k, v, check_layout(layout))  # shape errors surface while tracing
     out = q.new_empty(out_shape(q, v))
     lse = q.new_empty(batch_heads_len(q, layout), dtype=torch.float32)
     return out, lse
+
+
+def _window(q, k, layout, q_offset, kv_offset, q_total, kv_total):
+    """The window arguments checked again (the op is public); a total of 0 means
+    offset + length, as None does in attention()."""
+    return window_args(seq_len(q, layout), seq_len(k, layout), q_offset, kv_offset,
+                       q_total or None, kv_total or None)

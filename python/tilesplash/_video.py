@@ -1,4 +1,5 @@
-"""tilesplash.VideoAttention: Sparse VideoGen's routed attention for one video geometry."""
+"""tilesplash.VideoAttention: routed sparse attention (Sparse VideoGen, Radial, STA, SVG2) for one
+video geometry."""
 
 from __future__ import annotations
 
@@ -17,43 +18,80 @@ from ._tensors import (
 )
 
 
+METHODS = ("svg", "spatial", "temporal", "radial", "sta", "mix", "svg2")
+
+
 class VideoAttention:
     """Routed sparse attention over every head of a layer of a video model.
 
-    Each call samples `samples` video query rows per head, computes their exact
-    attention under the dense, spatial and temporal masks, and runs the head
-    with the mask whose output is closer to dense (temporal heads are permuted
-    to token-major order and back); layers below `dense_layers` and steps below
-    `dense_steps` run dense, and `force` fixes every head's mask instead.
+    method chooses the masks (docs/masks.md defines each):
+      "svg" (default): Sparse VideoGen. Each call samples `samples` video query
+        rows per head, computes their exact attention under the dense, spatial
+        and temporal masks, and runs the head with the mask whose output is
+        closer to dense (temporal heads are permuted to token-major order and
+        back).
+      "spatial", "temporal": one of the two for every head, on its own band.
+      "radial": Radial Attention's static energy-decay mask, decay chosen for
+        `density` (radial keeps at least d <= 1 frames and windows of 128
+        tokens, so it has a floor: about 27% of Wan 480p).
+      "sta": Sliding Tile Attention, tiles of 6 x 8 x 8 run tile-major; the
+        router picks one window per head among one per temporal extent.
+      "mix": the router picks per head among spatial, temporal, radial and
+        the sta windows.
+      "svg2": Sparse VideoGen 2. Every head runs its own k-means clusters of Q
+        and K (warm-started from the previous call for the same layer) and the
+        cluster pairs that meet `density`; no routing.
+    Layers below `dense_layers` and steps below `dense_steps` run dense, and
+    `force` fixes every head's mask instead: "dense" or a candidate's name
+    (see `candidates`; "svg2" for method "svg2").
 
     geometry: a tilesplash.VideoGeometry (tokens = text + frames * height * width).
-    density: target density of both masks (sink and text included), used when
-    `band` (half-width in tokens) is not given. sink: keep frame 0's keys for
-    every video query (Wan); text_full: text rows and columns attend everything.
-    threads: 0 uses every core (or the context's thread count). context: a
-    tilesplash.ThreadingContext to run on (kernel, permutations, k-means);
-    None: the object's own. block_q / block_kv: tiles; by default the tuned
-    choice for this geometry's band plan, head dim and dtype (`tilesplash tune
-    --preset ...`), else 256 x 256. scale: default 1/sqrt(d).
+    density: target density of every candidate (sink and text included), in
+    (0, 1]; for "svg", used when `band` (half-width in tokens) is not given.
+    density_budget: route only among candidates of at most this density (the
+    least dense one when none is); None: all of them. With "mix" or "sta" at low
+    densities a budget (e.g. 1.25 * density) keeps the router from picking a
+    denser candidate such as radial at its floor. sink: keep frame 0's keys
+    for every video query (Wan; not in sta or svg2); text_full: text rows and
+    columns attend everything in the spatial and temporal masks (radial, sta
+    and svg2 always keep text whole). threads: 0 uses every core (or the
+    context's thread count). context: a tilesplash.ThreadingContext to run on
+    (kernel, permutations, k-means); None: the object's own. block_q /
+    block_kv: tiles; by default the tuned choice for this geometry's band plan,
+    head dim and dtype (`tilesplash tune --preset ...`), else 256 x 256 (svg2
+    plans its clusters in 64 x 64 tiles whatever these say). scale: default
+    1/sqrt(d).
 
     One object serves one call at a time (calls from several threads queue);
-    keep it across layers and steps so plans are built once. Objects with
-    their own contexts run side by side from different threads.
+    keep it across layers and steps so plans are built once (and, for svg2,
+    clusters are warm-started; call reset_clusters() for a new video). Objects
+    with their own contexts run side by side from different threads.
     """
 
-    def __init__(self, geometry, *, density=0.25, band=None, sink=False, text_full=True,
-                 dense_layers=0, dense_steps=0, samples=64, seed=0, force=None, threads=0,
-                 block_q=None, block_kv=None, scale=None, context=None):
+    def __init__(self, geometry, *, method="svg", density=0.25, band=None, sink=False,
+                 text_full=True, density_budget=None, dense_layers=0, dense_steps=0, samples=64,
+                 seed=0, force=None, threads=0, block_q=None, block_kv=None, scale=None,
+                 context=None):
         if not isinstance(geometry, _core.VideoGeometry):
             raise TypeError(f"geometry: expected a tilesplash.VideoGeometry, got "
                             f"{type(geometry).__name__}")
+        if not isinstance(method, str):
+            raise TypeError(f"method: expected one of {', '.join(map(repr, METHODS))}, got "
+                            f"{type(method).__name__}")
+        if method not in METHODS:
+            raise ValueError(f"method: expected one of {', '.join(map(repr, METHODS))}, got "
+                             f"{method!r}")
         if force is not None and not isinstance(force, str):
             raise TypeError(f"force: expected None or a mask name ('dense', 'spatial', "
-                            f"'temporal'), got {type(force).__name__}")
+                            f"'temporal', ...), got {type(force).__name__}")
+        if density_budget is not None:
+            density_budget = check_float(density_budget, "density_budget",
+                                         "a float in (0, 1] or None")
         self._core = _core.VideoAttention(
-            geometry, check_float(density, "density", "a float in (0, 1]"),
+            geometry, method, check_float(density, "density", "a float in (0, 1]"),
             check_int(band, "band", 0, allow_none=True), check_bool(sink, "sink"),
-            check_bool(text_full, "text_full"), check_int(dense_layers, "dense_layers", 0),
+            check_bool(text_full, "text_full"), density_budget,
+            check_int(dense_layers, "dense_layers", 0),
             check_int(dense_steps, "dense_steps", 0), check_int(samples, "samples", 1),
             check_int(seed, "seed", 0, maximum=2**64 - 1), force,
             check_int(threads, "threads", 0, maximum=INT32_MAX),
@@ -66,16 +104,36 @@ class VideoAttention:
         return self._core.geometry
 
     @property
+    def method(self) -> str:
+        return self._core.method
+
+    @property
     def band(self) -> int:
-        """The band half-width W in tokens (given, or resolved from density)."""
+        """The band half-width W in tokens of method "svg" (given, or resolved from density)."""
         return self._core.band
 
+    @property
+    def candidates(self) -> list[tuple[str, float]]:
+        """(name, density) of every mask the router chooses from, in the order of a
+        head's "mse" report; empty for svg2."""
+        return list(self._core.candidates)
+
     def mask(self, choice: str) -> Mask:
-        """The mask a head with this choice ("dense", "spatial", "temporal") runs, on the
+        """The mask a head with this choice ("dense" or a candidate's name) runs, on the
         original token order."""
         if not isinstance(choice, str):
-            raise TypeError(f"choice: expected 'dense', 'spatial' or 'temporal', got {choice!r}")
+            raise TypeError(f"choice: expected 'dense' or a candidate's name, got {choice!r}")
         return Mask(self._core.mask(choice))
+
+    def head_mask(self, head: int) -> Mask:
+        """svg2: the cluster mask head `head` ran in the last call (its last batch entry),
+        on the original token order. It classifies tiles by scanning: for checks."""
+        return Mask(self._core.head_mask(check_int(head, "head", 0)))
+
+    def reset_clusters(self) -> None:
+        """svg2: forget the clusters of earlier calls (a new video); the next call clusters
+        every head from scratch."""
+        self._core.reset_clusters()
 
     def __call__(self, q, k, v, layer=0, step=0, layout="bnhd", return_lse=False):
         """Attention of every head of q, k, v ([.., tokens, ..] in `layout`, tokens =
@@ -83,12 +141,17 @@ class VideoAttention:
 
         Returns (out, report), or (out, lse, report) with return_lse=True; out has
         q's type, dtype and layout. report: {"heads": [one dict per (batch entry,
-        head): "batch", "head", "choice" ("dense" | "spatial" | "temporal"),
-        "routed", "mse_spatial", "mse_temporal" (None when not routed), "density",
-        "seconds", "permute_seconds"], "band", "warmup", "block_q", "block_kv",
-        "blocks_tuned", "routing_seconds", "plan_seconds", "permute_seconds",
-        "attention_seconds", "total_seconds" (sums over batch entries), "seconds"
-        (the whole call)}.
+        head): "batch", "head", "choice" ("dense", a candidate's name such as
+        "spatial", "temporal", "radial", "sta:3x3x3", or "svg2"), "routed",
+        "mse_spatial", "mse_temporal" (None when not routed or not a candidate),
+        "mse" ({candidate name: sampled MSE against dense}, empty when not
+        routed), "density", "tiles_visited" (pairs inside the tiles the kernel
+        visited, over tokens x tokens), "seconds", "permute_seconds",
+        "cluster_seconds" and "plan_seconds" (svg2's k-means and per-head plan,
+        parts of "seconds")], "method", "band", "warmup", "block_q", "block_kv",
+        "blocks_tuned", "routing_seconds", "plan_seconds", "cluster_seconds",
+        "permute_seconds", "attention_seconds", "total_seconds" (sums over batch
+        entries), "seconds" (the whole call)}.
         """
         layout = check_layout(layout)
         kind = check_qkv(q, k, v, layout)
@@ -101,4 +164,6 @@ class VideoAttention:
         return (out, lse, report) if return_lse else (out, report)
 
     def __repr__(self) -> str:
-        return f"tilesplash.VideoAttention({self.geometry}, band={self.band})"
+        if self.method == "svg":
+            return f"tilesplash.VideoAttention({self.geometry}, band={self.band})"
+        return f"tilesplash.VideoAttention({self.geometry}, method={self.method!r})"

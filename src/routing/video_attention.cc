@@ -2,6 +2,7 @@
 // each head runs is in head_runs.cc. Heads run one at a time: each call is a
 // whole sequence, plenty of q-blocks to keep every core busy, and scratch
 // stays one head large.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -128,7 +129,14 @@ VideoAttention::Impl::Impl(const VideoGeometry& g, VideoAttentionOptions o,
              options.force->name() + "'");
       }
     } else {
-      find(*options.force);
+      const bool known =
+          std::any_of(candidates.begin(), candidates.end(),
+                      [&](const MaskCandidate& c) { return c.name == options.force->name(); });
+      if (!known) {
+        std::string names = "dense";
+        for (const MaskCandidate& c : candidates) names += ", " + c.name;
+        fail("options.force must be one of " + names + ", got '" + options.force->name() + "'");
+      }
     }
   }
 }

@@ -12,7 +12,7 @@ separated by more than the float32 rounding of a distance, the same seed
 gives the same labels as the C++ code.
 
 Run as a script it prints the labels of the fixed test case that
-tests/clusters_test.cc (KMeans.MatchesTheNumpyReference) hard-codes.
+tests/kmeans_test.cc (KMeans.MatchesTheNumpyReference) hard-codes.
 """
 
 import numpy as np

@@ -25,6 +25,8 @@ def all_masks():
         Mask.temporal(G, 6, sink=True), Mask.temporal(G, density=0.3),
         Mask.causal() | Mask.local(2, 2), (Mask.causal() | Mask.local(2, 2)) & Mask.local(9, 9),
         Mask.spatial(G, 5) | Mask.temporal(G, 5),
+        Mask.radial(G, 0.2), Mask.radial(G, 1.5, block=4, sink=True), Mask.radial(G, density=0.6),
+        Mask.sta(G, (1, 3, 1), tile=(2, 2, 3)), Mask.sta(G) | Mask.causal(),
     ]
 
 
@@ -91,7 +93,10 @@ def test_plan_stats_match_the_cli():
     if not cli:
         pytest.skip("TILESPLASH_CLI not set (ctest sets it)")
     spec = "temporal:frames=6,height=5,width=7,text=13,text_at=after,density=0.3,sink"
-    for mask, q_len in [(spec, 223), ("causal|local:left=30,right=2", 300)]:
+    radial = "radial:frames=6,height=5,width=7,text=13,text_at=after,decay=0.5,block=8,sink"
+    sta = "sta:frames=6,height=5,width=7,text=13,text_at=after,tile=2x2x4,window=1x3x1"
+    for mask, q_len in [(spec, 223), ("causal|local:left=30,right=2", 300), (radial, 223),
+                        (sta, 223)]:
         run = subprocess.run([cli, "plan", "--mask", mask, "--q-len", str(q_len), "--block-q", "16",
                               "--block-kv", "64", "--json"], capture_output=True, text=True, check=True)
         from_cli = json.loads(run.stdout)

@@ -15,10 +15,11 @@ from conftest import check_against_reference, from_layout, mask_matrix, random_q
 
 G = VideoGeometry(4, 3, 5)  # 60 tokens
 G_TEXT = VideoGeometry(3, 4, 4, text=9, text_at="before")  # 57 tokens
-HEAD_KEYS = {"batch", "head", "choice", "routed", "mse_spatial", "mse_temporal", "density",
-             "seconds", "permute_seconds"}
-LAYER_KEYS = {"heads", "band", "warmup", "block_q", "block_kv", "blocks_tuned", "routing_seconds",
-              "plan_seconds", "permute_seconds", "attention_seconds", "total_seconds", "seconds"}
+HEAD_KEYS = {"batch", "head", "choice", "routed", "mse_spatial", "mse_temporal", "mse", "density",
+             "tiles_visited", "seconds", "permute_seconds", "cluster_seconds", "plan_seconds"}
+LAYER_KEYS = {"heads", "method", "band", "warmup", "block_q", "block_kv", "blocks_tuned",
+              "routing_seconds", "plan_seconds", "cluster_seconds", "permute_seconds",
+              "attention_seconds", "total_seconds", "seconds"}
 
 
 def chosen_mask(geometry, choice, band, sink, text_full):
@@ -45,6 +46,7 @@ def test_routed_heads_equal_the_reference_of_their_mask(geometry, sink, text_ful
     for head in report["heads"]:
         assert set(head) == HEAD_KEYS and head["routed"] and head["choice"] in ("spatial", "temporal")
         assert head["mse_spatial"] >= 0 and head["mse_temporal"] >= 0
+        assert head["mse"] == {"spatial": head["mse_spatial"], "temporal": head["mse_temporal"]}
         expected = "temporal" if head["mse_temporal"] < head["mse_spatial"] else "spatial"
         assert head["choice"] == expected
         mask = chosen_mask(geometry, head["choice"], layer.band, sink, text_full)

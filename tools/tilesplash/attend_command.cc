@@ -281,7 +281,8 @@ Command add_attend_command(CLI::App& parent) {
                           ->check(mask_spec());
   CLI::Option* route =
       app->add_option("--route", options->route,
-                      "Route each head spatial/temporal on this video shape: a preset name or\n"
+                      "Run every head under --method (default: routed spatial/temporal) on\n"
+                      "this video shape: a preset name or\n"
                       "frames=F,height=h,width=w[,text=T,text_at=before|after]")
           ->type_name("GEOMETRY_OR_PRESET")
           ->check(non_empty("a preset name or frames=F,height=h,width=w"))

@@ -134,15 +134,30 @@ Command add_plan_command(CLI::App& parent) {
   app->footer(
       "Tiles are empty (skipped), full (mask-free fast path) or partial (bitmasked);\n"
       "identical partial tiles are stored once (distinct_partial).\n\n"
+      "Video SPECs (docs/masks.md) take GEOM = frames=F,height=h,width=w[,text=T,\n"
+      "text_at=before|after] or preset=NAME and cover exactly its tokens. A temporal\n"
+      "mask is planned as it runs, its band in token-major order (the sink as its own\n"
+      "segment, sink_*); an sta mask in tile-major order (only full and empty tiles\n"
+      "when the blocks divide its tiles); both add plan_order, plan_note, plan_mask,\n"
+      "mask_kept_pairs and\n"
+      "mask_density. A radial mask adds block_vote_density (the paper's block vote).\n\n"
       "Examples:\n"
       "  tilesplash plan --mask causal --q-len 64 --block-q 16 --block-kv 16 --kinds\n"
       "  tilesplash plan --mask 'local:left=4096,right=4096' --q-len 32760 --json\n"
       "  tilesplash plan --mask 'causal|random:density=0.1,seed=1' --q-len 4096 --kv-len 8192\n"
-      "  tilesplash plan --mask causal --q-len 4096 --png causal.png");
+      "  tilesplash plan --mask causal --q-len 4096 --png causal.png\n"
+      "  tilesplash plan --mask 'radial:preset=wan2.1-1.3b-480p,decay=0.2,sink' --q-len 32760 \\\n"
+      "      --png radial.png\n"
+      "  tilesplash plan --mask 'sta:frames=30,height=48,width=80,tile=6x8x8,window=3x3x3' \\\n"
+      "      --q-len 115200 --block-q 384 --block-kv 384");
 
   app->add_option("--mask", options->mask,
                   "Mask SPEC: dense | causal[:offset=K] | local:left=L,right=R[,offset=K] |\n"
-                  "chunked:size=C | random:density=D,seed=S, joined with | (or) and & (and)")
+                  "chunked:size=C | random:density=D,seed=S |\n"
+                  "spatial:GEOM,BAND[,sink][,text_full] | temporal:GEOM,BAND[,sink][,text_full] |\n"
+                  "radial:GEOM,decay=D|density=S[,block=B][,sink] |\n"
+                  "sta:GEOM[,tile=TTxTHxTW],window=KTxKHxKW (BAND: band=W, band_frames=M or\n"
+                  "density=S), joined with | (or) and & (and, binds tighter), parentheses allowed")
       ->required()
       ->type_name("SPEC")
       ->check(mask_spec());

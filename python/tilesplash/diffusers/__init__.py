@@ -36,6 +36,7 @@ from ._runtime import Runtime, Settings, summarize, summary_table
 __all__ = ["enable", "TilesplashHandle", "summarize", "summary_table"]
 
 _FORCE_CHOICES = (None, "dense", "spatial", "temporal")
+_METHODS = ("svg", "spatial", "temporal", "radial", "sta", "mix", "svg2")
 
 
 class TilesplashHandle:
@@ -62,9 +63,10 @@ class TilesplashHandle:
         """One dict per self-attention call since ``enable``, in call order.
 
         Keys: ``layer``, ``module`` (e.g. "blocks.3.attn1"), ``step``, ``heads`` (one dict per head: ``choice``
-        "dense" / "spatial" / "temporal", ``mse_spatial``, ``mse_temporal``,
-        ``density``, ``seconds``), ``seconds`` (the whole call), ``geometry``
-        and the layer timings of ``tilesplash.VideoAttention``'s report.
+        "dense" / "spatial" / "temporal" / a candidate of the method such as "radial" or
+        "sta:3x3x3" / "svg2", ``mse_spatial``, ``mse_temporal``, ``mse`` (every candidate's),
+        ``density``, ``seconds``, ...), ``seconds`` (the whole call), ``geometry``
+        and the rest of ``tilesplash.VideoAttention``'s report (method, layer timings).
         """
         return list(self._runtime.records)
 
@@ -108,7 +110,9 @@ class TilesplashHandle:
 def enable(
     transformer: torch.nn.Module,
     *,
+    method: str = "svg",
     density: float = 0.25,
+    density_budget: float | None = None,
     sink: bool = True,
     dense_layers: int = 1,
     dense_steps: int = 0,
@@ -120,11 +124,23 @@ def enable(
 ) -> TilesplashHandle:
     """Run ``transformer``'s self-attention through tilesplash; returns a handle.
 
+    method: the masks sparse heads run (docs/masks.md): "svg" (default: Sparse
+        VideoGen, each head routed to a spatial or temporal mask), "spatial",
+        "temporal", "radial" (Radial Attention), "sta" (Sliding Tile Attention,
+        a window routed per head), "mix" (routed among spatial, temporal,
+        radial and the sta windows) or "svg2" (Sparse VideoGen 2's per-head
+        k-means clusters, warm-started across steps and reset for a new video).
     density: target fraction of the attention map each sparse head keeps, in (0, 1].
-    sink: keep Wan's first-frame sink (every video query sees frame 0).
+    density_budget: route only among candidates of at most this density (for
+        "mix" and "sta"; e.g. 1.25 * density); None: all of them.
+    sink: keep Wan's first-frame sink (every video query sees frame 0; not in
+        sta or svg2).
     dense_layers, dense_steps: layers ``< dense_layers`` and steps ``< dense_steps``
         run dense (Sparse VideoGen keeps about the first 20% of steps dense).
-    force: None (route each head), "dense", "spatial" or "temporal" (every head).
+    force: None (route each head), "dense", or a mask of the method for every
+        head: "spatial" or "temporal" for "svg"; for the other methods a
+        candidate's name ("radial", "sta:3x3x3", ..., "svg2"), checked when
+        the first call reveals the geometry.
     samples: query rows sampled per layer call by the router.
     process_group: the sequence-parallel hook; not implemented yet (must be None).
     threads: kernel threads, 0 for all hardware threads (or the context's count).
@@ -137,12 +153,15 @@ def enable(
             "tilesplash.diffusers.enable: process_group (sequence-parallel attention) is not implemented yet; pass None"
         )
     kind = _model_kind(transformer)
+    method = _method(method)
     settings = Settings(
+        method=method,
         density=_density(density),
+        density_budget=None if density_budget is None else _density(density_budget, "density_budget"),
         sink=_bool(sink, "sink"),
         dense_layers=_non_negative_int(dense_layers, "dense_layers"),
         dense_steps=_non_negative_int(dense_steps, "dense_steps"),
-        force=_force(force),
+        force=_force(force, method),
         samples=_positive_int(samples, "samples"),
         threads=_non_negative_int(threads, "threads"),
         context=_context(context),
@@ -175,12 +194,20 @@ def _model_kind(transformer) -> ModelKind:
     )
 
 
-def _density(value) -> float:
+def _method(value) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"tilesplash.diffusers.enable: method must be a string; got {type(value).__name__}")
+    if value not in _METHODS:
+        raise ValueError(f"tilesplash.diffusers.enable: method must be one of {', '.join(map(repr, _METHODS))}; got {value!r}")
+    return value
+
+
+def _density(value, name: str = "density") -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"tilesplash.diffusers.enable: density must be a number in (0, 1]; got {type(value).__name__}")
+        raise TypeError(f"tilesplash.diffusers.enable: {name} must be a number in (0, 1]; got {type(value).__name__}")
     value = float(value)
     if not 0.0 < value <= 1.0:
-        raise ValueError(f"tilesplash.diffusers.enable: density must be in (0, 1]; got {value}")
+        raise ValueError(f"tilesplash.diffusers.enable: {name} must be in (0, 1]; got {value}")
     return value
 
 
@@ -218,9 +245,14 @@ def _positive_int(value, name: str) -> int:
     return value
 
 
-def _force(value) -> str | None:
+def _force(value, method: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise TypeError(f"tilesplash.diffusers.enable: force must be None or a string; got {type(value).__name__}")
+    if method != "svg":
+        # Candidate names depend on the geometry (sta windows): VideoAttention checks them.
+        if value == "":
+            raise ValueError("tilesplash.diffusers.enable: force must be None, 'dense' or a candidate's name; got ''")
+        return value
     if value not in _FORCE_CHOICES:
         raise ValueError(f"tilesplash.diffusers.enable: force must be None, 'dense', 'spatial' or 'temporal'; got {value!r}")
     return value

@@ -30,6 +30,8 @@ class Settings:
     force: str | None
     samples: int
     threads: int
+    method: str = "svg"
+    density_budget: float | None = None
     context: tilesplash.ThreadingContext | None = None
 
 
@@ -46,6 +48,7 @@ class StepCounter:
 
     def __init__(self) -> None:
         self.step = 0
+        self.restarted = False  # the last observe() began a new denoising run
         self._last: torch.Tensor | None = None
         self._pinned = False
 
@@ -60,6 +63,7 @@ class StepCounter:
         # a pipeline may update its timestep tensor in place.
         current = torch.unique(torch.as_tensor(timestep).detach().flatten().to(torch.float64))
         last = self._last
+        self.restarted = False
         if self._pinned:
             self._pinned = False
         elif last is None:
@@ -67,6 +71,7 @@ class StepCounter:
         elif not torch.equal(last, current):
             if current.numel() and last.numel() and bool(current.max() > last.max()):
                 self.step = 0
+                self.restarted = True
             else:
                 self.step += 1
         self._last = current
@@ -86,6 +91,11 @@ class Runtime:
     def begin_forward(self, video: tuple[int, int, int], timestep) -> None:
         self.video = video
         self.steps.observe(timestep)
+        if self.steps.restarted and self.settings.method == "svg2":
+            # A new video: its first step's clusters must not start from the
+            # last video's last step.
+            for layer in self._layers.values():
+                layer.reset_clusters()
 
     def clear(self) -> None:
         self._layers.clear()
@@ -99,7 +109,9 @@ class Runtime:
             geometry = tilesplash.VideoGeometry(frames, height, width, text=text, text_at=text_at)
             layer = tilesplash.VideoAttention(
                 geometry,
+                method=s.method,
                 density=s.density,
+                density_budget=s.density_budget,
                 sink=s.sink,
                 text_full=True,
                 dense_layers=s.dense_layers,
@@ -151,12 +163,17 @@ class Runtime:
         return out
 
 
+_SVG_CHOICES = ("dense", "spatial", "temporal")
+
+
 def summarize(report: list[dict]) -> list[dict]:
     """One row per denoising step of a handle's report: how its heads ran.
 
     Each row: ``step``, ``calls`` (attention calls), ``dense`` / ``spatial`` /
-    ``temporal`` (head counts over all calls), ``density`` (mean over heads
-    of the density each head ran with) and ``seconds`` (attention time).
+    ``temporal`` (head counts over all calls; always present), one count per
+    other choice that occurs (e.g. ``radial``, ``sta:3x3x3``, ``svg2``),
+    ``density`` (mean over heads of the density each head ran with) and
+    ``seconds`` (attention time).
     """
     rows: dict[int, dict] = {}
     for record in report:
@@ -167,20 +184,33 @@ def summarize(report: list[dict]) -> list[dict]:
         row["calls"] += 1
         row["seconds"] += record["seconds"]
         for head in record["heads"]:
-            row[head["choice"]] += 1
+            row[head["choice"]] = row.get(head["choice"], 0) + 1
             row["density"] += head["density"]
     for row in rows.values():
-        heads = row["dense"] + row["spatial"] + row["temporal"]
+        heads = sum(row[choice] for choice in _choices(row))
         row["density"] = row["density"] / heads if heads else 1.0
     return [rows[step] for step in sorted(rows)]
 
 
+def _choices(row: dict) -> list[str]:
+    """The head-count keys of a summarize() row: dense, spatial, temporal, then the others."""
+    fixed = {"step", "calls", "density", "seconds"}
+    return list(_SVG_CHOICES) + [key for key in row if key not in fixed and key not in _SVG_CHOICES]
+
+
 def summary_table(report: list[dict]) -> str:
-    """``summarize(report)`` as a text table, one line per step."""
-    lines = ["step  calls  dense  spatial  temporal  density  attention_ms"]
-    for row in summarize(report):
+    """``summarize(report)`` as a text table, one line per step; a column per choice
+    beyond dense, spatial and temporal that occurs."""
+    rows = summarize(report)
+    others = list(dict.fromkeys(key for row in rows for key in _choices(row)[len(_SVG_CHOICES):]))
+    widths = [max(5, len(name)) for name in others]
+    lines = ["step  calls  dense  spatial  temporal"
+             + "".join(f"  {name:>{width}}" for name, width in zip(others, widths))
+             + "  density  attention_ms"]
+    for row in rows:
         lines.append(
             f"{row['step']:>4}  {row['calls']:>5}  {row['dense']:>5}  {row['spatial']:>7}  {row['temporal']:>8}"
-            f"  {row['density']:>7.3f}  {1000 * row['seconds']:>12.1f}"
+            + "".join(f"  {row.get(name, 0):>{width}}" for name, width in zip(others, widths))
+            + f"  {row['density']:>7.3f}  {1000 * row['seconds']:>12.1f}"
         )
     return "\n".join(lines)

@@ -1,0 +1,69 @@
+// tilesplash._core.kmeans and kmeans_initial_indices: the k-means behind
+// Sparse VideoGen 2's clusters (clusters.h) on float32 NumPy arrays, so that
+// it can be checked against other implementations and used on its own.
+#include "tilesplash/clusters.h"
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "bindings.h"
+
+namespace tilesplash::python {
+namespace {
+
+using Points = nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+
+// A NumPy array that owns `values` (moved), of the given shape.
+template <typename T>
+nb::ndarray<nb::numpy, T> owned_array(std::vector<T>&& values, std::vector<std::size_t> shape) {
+  auto* owned = new std::vector<T>(std::move(values));
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  return nb::ndarray<nb::numpy, T>(owned->data(), shape.size(), shape.data(), owner);
+}
+
+std::span<const float> values(const Points& array) {
+  return {array.data(), array.shape(0) * array.shape(1)};
+}
+
+}  // namespace
+
+void bind_clusters(nb::module_& m) {
+  using namespace nb::literals;
+  m.def(
+      "kmeans",
+      [](const Points& points, std::int64_t clusters, int max_iterations, double tolerance,
+         std::uint64_t seed, int threads, std::optional<Points> warm) {
+        KMeansOptions options;
+        options.clusters = clusters;
+        options.max_iterations = max_iterations;
+        options.tolerance = tolerance;
+        options.seed = seed;
+        options.threads = threads;
+        const std::int64_t dim = static_cast<std::int64_t>(points.shape(1));
+        KMeansResult result;
+        {
+          nb::gil_scoped_release release;
+          result =
+              kmeans(values(points), dim, options, warm ? values(*warm) : std::span<const float>{});
+        }
+        const auto k = static_cast<std::size_t>(result.clusters);
+        const std::size_t n = result.labels.size();
+        return nb::make_tuple(
+            owned_array(std::move(result.centroids), {k, static_cast<std::size_t>(dim)}),
+            owned_array(std::move(result.labels), {n}), owned_array(std::move(result.sizes), {k}),
+            result.iterations, result.converged);
+      },
+      "points"_a, "clusters"_a, "max_iterations"_a, "tolerance"_a, "seed"_a, "threads"_a,
+      "warm"_a.none());
+  m.def("kmeans_initial_indices", &kmeans_initial_indices, "n"_a, "clusters"_a, "seed"_a);
+}
+
+}  // namespace tilesplash::python
