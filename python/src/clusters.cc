@@ -1,6 +1,7 @@
 // tilesplash._core.kmeans and kmeans_initial_indices: the k-means behind
 // Sparse VideoGen 2's clusters (clusters.h) on float32 NumPy arrays, so that
-// it can be checked against other implementations and used on its own.
+// it can be checked against other implementations and used on its own, on the
+// caller's threading context or the process's default one.
 #include "tilesplash/clusters.h"
 
 #include <nanobind/nanobind.h>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "threading_context.h"
 
 namespace tilesplash::python {
 namespace {
@@ -40,7 +42,7 @@ void bind_clusters(nb::module_& m) {
   m.def(
       "kmeans",
       [](const Points& points, std::int64_t clusters, int max_iterations, double tolerance,
-         std::uint64_t seed, int threads, std::optional<Points> warm) {
+         std::uint64_t seed, int threads, std::optional<Points> warm, PyThreadingContext* context) {
         KMeansOptions options;
         options.clusters = clusters;
         options.max_iterations = max_iterations;
@@ -52,7 +54,8 @@ void bind_clusters(nb::module_& m) {
         {
           nb::gil_scoped_release release;
           result =
-              kmeans(values(points), dim, options, warm ? values(*warm) : std::span<const float>{});
+              kmeans(values(points), dim, options, warm ? values(*warm) : std::span<const float>{},
+                     context != nullptr ? context->context().get() : nullptr);
         }
         const auto k = static_cast<std::size_t>(result.clusters);
         const std::size_t n = result.labels.size();
@@ -62,7 +65,7 @@ void bind_clusters(nb::module_& m) {
             result.iterations, result.converged);
       },
       "points"_a, "clusters"_a, "max_iterations"_a, "tolerance"_a, "seed"_a, "threads"_a,
-      "warm"_a.none());
+      "warm"_a.none(), "context"_a.none());
   m.def("kmeans_initial_indices", &kmeans_initial_indices, "n"_a, "clusters"_a, "seed"_a);
 }
 

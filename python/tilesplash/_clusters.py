@@ -7,6 +7,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import _core
+from ._threading import check_context, core_of
 from ._tensors import INT32_MAX, check_float, check_int
 
 
@@ -19,7 +20,8 @@ class KMeansResult(NamedTuple):
 
 
 def kmeans(points, clusters: int, *, seed: int = 0, max_iterations: int = 50,
-           tolerance: float = 1e-4, warm=None, threads: int = 0) -> KMeansResult:
+           tolerance: float = 1e-4, warm=None, threads: int = 0,
+           context=None) -> KMeansResult:
     """Lloyd's k-means of the rows of `points` ([n, dim], converted to float32).
 
     Starts from `warm` ([clusters, dim]) when given, else from the points a seeded
@@ -30,6 +32,9 @@ def kmeans(points, clusters: int, *, seed: int = 0, max_iterations: int = 50,
     `max_iterations` rounds or once no centroid moved by `tolerance` or more. The
     result is the same for any thread count. This is what VideoAttention(method=
     "svg2") runs on each head's Q and K (50 rounds cold, 2 warm-started).
+    threads: 0 uses the context's thread count (every core by default).
+    context: a tilesplash.ThreadingContext to run on; None: the process's
+    default one, which concurrent calls share (they take turns on it).
     """
     points = _matrix(points, "points")
     clusters = check_int(clusters, "clusters", 1)
@@ -42,7 +47,8 @@ def kmeans(points, clusters: int, *, seed: int = 0, max_iterations: int = 50,
         points, clusters, check_int(max_iterations, "max_iterations", 1, maximum=INT32_MAX),
         check_float(tolerance, "tolerance", "a finite float >= 0"),
         check_int(seed, "seed", 0, maximum=2**64 - 1),
-        check_int(threads, "threads", 0, maximum=INT32_MAX), warm)
+        check_int(threads, "threads", 0, maximum=INT32_MAX), warm,
+        core_of(check_context(context)))
     return KMeansResult(centroids, labels, sizes, iterations, converged)
 
 

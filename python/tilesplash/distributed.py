@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from ._attention import attention
 from ._mask import as_mask
 from ._merge import merge_attention
+from ._threading import check_context
 from ._tensors import check_int, check_layout, check_qkv, check_scale
 
 DEFAULT_TIMEOUT = 600.0
@@ -281,10 +282,11 @@ def _agree(ctx: _Group, local: _Call | None, error: Exception | None) -> Sequenc
     return shards
 
 
-def _start(q, k, v, mask, layout, scale, threads, group, timeout, who):
+def _start(q, k, v, mask, layout, scale, threads, group, timeout, who, context=None):
     ctx = _Group(group, timeout, who)
     local, error = None, None
     try:
+        check_context(context)
         local = _check_local(q, k, v, mask, layout, scale, threads, who)
     except Exception as caught:  # every rank must reach the gather, or the others wait
         error = caught
@@ -438,7 +440,7 @@ def ulysses_exchange(local_len: int, heads: int, *, group=None, timeout=None) ->
 
 
 def ulysses_attention(q, k, v, *, mask="dense", layout="bnhd", group=None, scale=None,
-                      return_lse=False, threads=0, timeout=None):
+                      return_lse=False, threads=0, timeout=None, context=None):
     """Attention of this rank's sequence shard over the whole sequence, by all-to-all.
 
     q, k, v: torch CPU tensors in `layout` ("bnhd" [batch, n_local, heads, d]
@@ -447,8 +449,12 @@ def ulysses_attention(q, k, v, *, mask="dense", layout="bnhd", group=None, scale
     mask (a SPEC or tilesplash.Mask over the whole sequence) and scale.
     Heads need not divide by the group size: ranks run floor(H / P) or
     ceil(H / P) heads (head_range); shards need not be equal. threads: the
-    kernel threads of this rank (0: all cores; give cores / ranks per machine).
-    timeout: seconds any collective waits (default DEFAULT_TIMEOUT).
+    kernel threads of this rank (0: all cores, or the context's count; give
+    cores / ranks per machine). context: a tilesplash.ThreadingContext this
+    rank's kernel runs on (None: the calling thread's own runner and workers);
+    with pin=True and first_cpu = rank * threads, ranks of one machine keep to
+    their own cores. timeout: seconds any collective waits (default
+    DEFAULT_TIMEOUT).
 
     Returns this rank's output shard in q's layout and dtype, and with
     return_lse=True also its float32 LSE [batch, heads, n_local]. Equal to
@@ -456,28 +462,28 @@ def ulysses_attention(q, k, v, *, mask="dense", layout="bnhd", group=None, scale
     kernel over the same whole sequence, only on another rank.
     """
     who = "tilesplash.distributed.ulysses_attention"
-    ctx, call, shards = _start(q, k, v, mask, layout, scale, threads, group, timeout, who)
+    ctx, call, shards = _start(q, k, v, mask, layout, scale, threads, group, timeout, who, context)
     threads = call.threads
     if ctx.size == 1 or shards.total == 0:
-        return _single(call, return_lse, threads)
+        return _single(call, return_lse, threads, context)
     exchange = UlyssesExchange(ctx, shards, call.heads)
     qh, kh, vh = exchange.to_heads(call.q, call.k, call.v, scratch=True)
     out, lse = attention(qh, kh, vh, mask=call.mask, layout="bnhd", scale=call.scale,
-                         return_lse=True, threads=threads)
+                         return_lse=True, threads=threads, context=context)
     out, lse = exchange.to_sequence(out, lse if return_lse else None)
     out = _from_bnhd(out, call.layout)
     return (out, _lse_from_bhn(lse, call.layout)) if return_lse else out
 
 
-def _single(call: _Call, return_lse, threads):
+def _single(call: _Call, return_lse, threads, context):
     out, lse = attention(call.q, call.k, call.v, mask=call.mask, layout="bnhd", scale=call.scale,
-                         return_lse=True, threads=threads)
+                         return_lse=True, threads=threads, context=context)
     out = _from_bnhd(out, call.layout)
     return (out, _lse_from_bhn(lse, call.layout)) if return_lse else out
 
 
 def ring_attention(q, k, v, *, mask="dense", layout="bnhd", group=None, scale=None,
-                   return_lse=False, threads=0, timeout=None):
+                   return_lse=False, threads=0, timeout=None, context=None):
     """Attention of this rank's sequence shard over the whole sequence, by rotating K/V.
 
     Arguments and result as ulysses_attention. At step s, rank r runs its
@@ -495,10 +501,10 @@ def ring_attention(q, k, v, *, mask="dense", layout="bnhd", group=None, scale=No
     so the result may differ from one process by a rounding of that dtype.
     """
     who = "tilesplash.distributed.ring_attention"
-    ctx, call, shards = _start(q, k, v, mask, layout, scale, threads, group, timeout, who)
+    ctx, call, shards = _start(q, k, v, mask, layout, scale, threads, group, timeout, who, context)
     threads = call.threads
     if ctx.size == 1 or shards.total == 0:
-        return _single(call, return_lse, threads)
+        return _single(call, return_lse, threads, context)
     torch, dist = _torch()
     rank, world, total = ctx.rank, ctx.size, shards.total
     q0, q1 = shards.range(rank)
@@ -549,7 +555,7 @@ def ring_attention(q, k, v, *, mask="dense", layout="bnhd", group=None, scale=No
         vs = current[k_part(k1 - k0):].view(call.batch, k1 - k0, call.heads, call.v_dim)
         out, lse = attention(call.q, ks, vs, mask=call.mask, layout="bnhd", scale=call.scale,
                              return_lse=True, threads=threads, q_offset=q0, kv_offset=k0,
-                             q_total=total, kv_total=total)
+                             q_total=total, kv_total=total, context=context)
         if acc_out is None:
             acc_out, acc_lse = out, lse
         else:

@@ -85,13 +85,16 @@ def run_cases(rank, world, names):
 
 
 def determinism(rank, world):
-    """The same call twice gives the same bits (ring merge order, Ulysses exchange)."""
+    """The same call twice gives the same bits (ring merge order, Ulysses exchange),
+    and so does the call on this rank's own 2-thread ThreadingContext."""
     q, k, v = (shard(x, "bnhd", splits("causal", world), rank) for x in make_inputs("causal"))
+    context = tilesplash.ThreadingContext(2)
     same = []
     for fn in (distributed.ulysses_attention, distributed.ring_attention):
         a = fn(q, k, v, mask="causal", threads=1, timeout=60)
         b = fn(q, k, v, mask="causal", threads=1, timeout=60)
-        same.append(bool(torch.equal(a, b)))
+        c = fn(q, k, v, mask="causal", context=context, timeout=60)
+        same.append(bool(torch.equal(a, b)) and bool(torch.equal(a, c)))
     return same
 
 
@@ -137,9 +140,11 @@ def one_rank_raises(rank, world, scheme, exits):
 def bad_argument_on_one_rank(rank, world, scheme, what):
     """One rank passes a bad or disagreeing argument: every rank raises, none hangs."""
     q, k, v = (shard(x, "bnhd", splits("dense", world), rank) for x in make_inputs("dense"))
-    mask = "dense"
+    mask, context = "dense", None
     if rank == world - 1:
-        if what == "dtype":
+        if what == "context":
+            context = 2
+        elif what == "dtype":
             q, k, v = q.double(), k.double(), v.double()
         elif what == "mask":
             mask = "causal"
@@ -151,7 +156,8 @@ def bad_argument_on_one_rank(rank, world, scheme, what):
     if what == "video_length":
         mask = f"spatial:{VIDEO},band=4"  # 60 tokens, but the shards add up to 101
     try:
-        getattr(distributed, f"{scheme}_attention")(q, k, v, mask=mask, threads=1, timeout=20)
+        getattr(distributed, f"{scheme}_attention")(q, k, v, mask=mask, threads=1, timeout=20,
+                                                     context=context)
     except Exception as error:
         return type(error).__name__, str(error)
     return None, "no error"

@@ -109,6 +109,7 @@ def test_a_rank_that_raises_does_not_hang_the_others(scheme, exits):
     ("heads", ["every rank must pass the same heads; by rank: [4, 4, 3]"]),
     ("video_length", ["its geometry has 60 tokens"]),
     ("nan", ["rejected their arguments", "q: NaN or Inf in this rank's shard"]),
+    ("context", ["rejected their arguments", "context: expected a tilesplash.ThreadingContext"]),
 ])
 def test_bad_argument_on_one_rank_raises_on_every_rank(scheme, what, expected):
     results = values(run_ranks(3, dist_cases.bad_argument_on_one_rank, scheme, what, timeout=60))

@@ -1,6 +1,7 @@
 """tilesplash.ThreadingContext: calls from several Python threads, each with its
 own context (or sharing one), give the one-thread bits; the context reaches
-attention (NumPy and the torch op), VideoAttention and the diffusers drop-in;
+attention (NumPy, windows and the torch op), VideoAttention (every method),
+kmeans and the diffusers drop-in (tilesplash.distributed: test_distributed.py);
 bad values are refused."""
 
 from __future__ import annotations
@@ -108,6 +109,39 @@ def test_two_video_attentions_with_their_own_contexts_give_the_one_thread_bits()
                 [h["choice"] for h in expected_report["heads"]]
 
 
+def test_kmeans_in_two_threads_with_their_own_contexts_gives_the_one_thread_result():
+    rng = np.random.default_rng(7)
+    points = rng.standard_normal((3000, 24)).astype(np.float32)
+    serial = tilesplash.kmeans(points, 17, seed=3, context=ThreadingContext(1))
+    plain = tilesplash.kmeans(points, 17, seed=3)
+
+    def work(_):
+        return tilesplash.kmeans(points, 17, seed=3, context=ThreadingContext(2))
+
+    for result in in_threads(work) + [plain]:
+        assert np.array_equal(result.centroids, serial.centroids)
+        assert np.array_equal(result.labels, serial.labels)
+        assert result.iterations == serial.iterations
+    with pytest.raises(TypeError, match="context"):
+        tilesplash.kmeans(points, 3, context=object())
+
+
+@pytest.mark.parametrize("method", ["mix", "svg2"])
+def test_every_method_on_contexts_in_two_threads_gives_the_one_thread_bits(method):
+    rng = np.random.default_rng(8)
+    q, k, v = (rng.standard_normal((1, G.tokens, 2, 32)).astype(np.float32) for _ in range(3))
+    options = dict(method=method, density=0.4, samples=16, block_q=64, block_kv=64)
+    serial_layer = VideoAttention(G, context=ThreadingContext(1), **options)
+    serial = [serial_layer(q, k, v, layer=0, step=s)[0] for s in range(2)]
+
+    def work(_):
+        layer = VideoAttention(G, context=ThreadingContext(2), **options)
+        return [layer(q, k, v, layer=0, step=s)[0] for s in range(2)]
+
+    for run in in_threads(work):
+        assert all(np.array_equal(a, b) for a, b in zip(run, serial))
+
+
 def test_torch_op_takes_a_context_handle():
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(6)
@@ -124,7 +158,11 @@ def test_torch_op_takes_a_context_handle():
     del dropped
     gc.collect()
     with pytest.raises(ValueError, match="no longer exists"):
-        torch.ops.tilesplash.attention(q, k, v, "dense", "bhnd", None, None, None, 0, handle)
+        torch.ops.tilesplash.attention(q, k, v, "dense", "bhnd", None, None, None, 0,
+                                       context=handle)
+    window = dict(mask="causal", q_offset=60, kv_offset=0, q_total=190, kv_total=130)
+    assert torch.equal(tilesplash.attention(q, k, v, context=ctx, **window),
+                       tilesplash.attention(q, k, v, **window))
 
 
 def test_diffusers_enable_takes_a_context():
