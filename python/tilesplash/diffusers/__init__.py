@@ -163,8 +163,8 @@ def enable(
         holds a contiguous shard of the tokens after the patch embedding,
         self-attention runs over the group (Ulysses: each rank routes and runs
         whole-sequence heads, the same decisions one process makes),
-        cross-attention and the rest run on the shard, and the shards are
-        gathered before the output norm. ``WanTransformer3DModel`` only.
+        cross-attention and the rest run on the shard, and the shards of the
+        final projection's output are gathered. ``WanTransformer3DModel`` only.
     threads: kernel threads, 0 for all hardware threads (with a group: give
         each rank its share of the cores).
     timeout: with process_group, the seconds any collective waits for the
