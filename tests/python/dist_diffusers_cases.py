@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import time
 
+import torch
+
 import tilesplash.diffusers as tsd
-from diffusers_tiny import FRAMES, run_wan, tiny_wan, wan_inputs
+from diffusers_tiny import FRAMES, HEADS, run_wan, tiny_wan, wan_inputs
 
 # name: (enable keyword arguments, latent frames of the input, timesteps called)
 DIFFUSERS_CASES = {
@@ -19,7 +21,29 @@ DIFFUSERS_CASES = {
     "routed": (dict(density=0.25, dense_layers=1), FRAMES, [900.0, 800.0]),
     "routed_uneven": (dict(density=0.25, dense_layers=1, method="mix", density_budget=0.35), 5,
                       [700.0]),
+    # Wan 2.1 I2V: image tokens join the text in cross-attention (held whole by every rank).
+    "i2v_routed": (dict(density=0.25, dense_layers=1), 4, [600.0]),
 }
+
+
+def tiny_wan_i2v():
+    from diffusers import WanTransformer3DModel
+
+    torch.manual_seed(0)
+    return WanTransformer3DModel(
+        patch_size=(1, 2, 2), num_attention_heads=HEADS, attention_head_dim=64, in_channels=8,
+        out_channels=4, text_dim=32, freq_dim=32, ffn_dim=64, num_layers=2, rope_max_seq_len=64,
+        image_dim=16, added_kv_proj_dim=HEADS * 64).eval()
+
+
+def run_i2v(model, timestep):
+    generator = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        return model(hidden_states=torch.randn(1, 8, 4, 16, 16, generator=generator),
+                     timestep=torch.tensor([timestep]),
+                     encoder_hidden_states=torch.randn(1, 512, 32, generator=generator),
+                     encoder_hidden_states_image=torch.randn(1, 257, 16, generator=generator),
+                     return_dict=False)[0]
 
 
 def choices(report):
@@ -30,12 +54,15 @@ def choices(report):
 def run_case(name, process_group=None, timeout=None):
     """(outputs per call, choices) of one case; with process_group over that group."""
     kwargs, frames, timesteps = DIFFUSERS_CASES[name]
-    model = tiny_wan()
+    model = tiny_wan_i2v() if name.startswith("i2v") else tiny_wan()
     hidden, text = wan_inputs(frames=frames)
     extra = {} if process_group is None else {"process_group": process_group, "timeout": timeout}
     handle = tsd.enable(model, threads=1, **kwargs, **extra)
     try:
-        outs = [run_wan(model, hidden, text, timestep=t) for t in timesteps]
+        if name.startswith("i2v"):
+            outs = [run_i2v(model, t) for t in timesteps]
+        else:
+            outs = [run_wan(model, hidden, text, timestep=t) for t in timesteps]
         return [o.numpy() for o in outs], choices(handle.report())
     finally:
         handle.remove()

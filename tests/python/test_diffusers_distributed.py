@@ -3,7 +3,8 @@
 Every rank calls the tiny random-weight Wan transformer with the same inputs;
 each must return the output one process computes with the same settings
 (forced dense, and routed sparse with the same per-head choices), including
-a sequence that does not divide by the ranks and more ranks than heads.
+a sequence that does not divide by the ranks, more ranks than heads, and
+Wan 2.1 image-to-video (image tokens in cross-attention).
 """
 
 from __future__ import annotations
