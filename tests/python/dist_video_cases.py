@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import torch
 
 import tilesplash
@@ -53,6 +54,22 @@ def video_inputs(name, call):
     return q, k, v
 
 
+def keep_matrix(mask, tokens):
+    """A mask as a bool [tokens, tokens] array (cluster masks do not pickle)."""
+    return np.array([[mask.keeps(i, j) for j in range(tokens)] for i in range(tokens)])
+
+
+def head_masks(layer_attention, heads):
+    """svg2: {head: keep matrix} for the heads given; None for a head head_mask refuses."""
+    out = {}
+    for h in heads:
+        try:
+            out[h] = keep_matrix(layer_attention.head_mask(h), geometry().tokens)
+        except ValueError:
+            out[h] = None
+    return out
+
+
 def decisions(report):
     return [{key: head[key] for key in DECISION_FIELDS} for head in report["heads"]]
 
@@ -73,6 +90,8 @@ def run_video_cases(rank, world, names):
             q, k, v = (x.narrow(1, begin, sizes[rank]) for x in video_inputs(name, i))
             out, lse, report = layer_attention(q, k, v, layer=layer, step=step, return_lse=True)
             runs.append((out.numpy(), lse.numpy(), decisions(report), report["group"]))
+        if kwargs["method"] == "svg2":  # the clusters of the last call, by global head
+            runs.append(head_masks(layer_attention, range(HEADS)))
         results[name] = runs
     return results
 

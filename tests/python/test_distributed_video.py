@@ -39,6 +39,8 @@ def one_process(name):
         out, lse, report = layer_attention(q, k, v, layer=layer, step=step, return_lse=True)
         runs.append((out.numpy(), lse.numpy(), cases.decisions(report),
                      float(v.abs().max())))
+    if kwargs["method"] == "svg2":
+        runs.append(cases.head_masks(layer_attention, range(cases.HEADS)))
     return runs
 
 
@@ -47,6 +49,18 @@ def test_group_equals_one_process(world_results, name):
     world, per_rank = world_results
     expected = one_process(name)
     sizes = cases.VIDEO_CASES[name][2][world]
+    if cases.VIDEO_CASES[name][0]["method"] == "svg2":
+        # head_mask(h) takes global heads: each rank has the clusters one process
+        # has for the heads it ran, and refuses the others.
+        ref_masks = expected.pop()
+        for rank in range(world):
+            masks = per_rank[rank][name].pop()
+            begin, end = distributed.head_range(cases.HEADS, rank, world)
+            for h in range(cases.HEADS):
+                if begin <= h < end:
+                    assert np.array_equal(masks[h], ref_masks[h]), (rank, h)
+                else:
+                    assert masks[h] is None, (rank, h)
     for call, (ref_out, ref_lse, ref_heads, vmax) in enumerate(expected):
         for rank in range(world):
             _, _, heads, group = per_rank[rank][name][call]
@@ -72,7 +86,7 @@ def test_cases_route_and_differ_from_dense():
     assert len({h["choice"] for h in routed}) > 1, routed
     mix = one_process("mix_uneven")[0][2]
     assert len({h["choice"] for h in mix}) > 1, mix
-    svg2 = [h["choice"] for run in one_process("svg2_warm")[1:] for h in run[2]]
+    svg2 = [h["choice"] for run in one_process("svg2_warm")[1:-1] for h in run[2]]
     assert set(svg2) == {"svg2"}
 
 
