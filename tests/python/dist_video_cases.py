@@ -28,6 +28,9 @@ VIDEO_CASES = {
     "svg2_warm": (dict(method="svg2", density=0.3, dense_steps=1),
                   [(0, 0), (0, 1), (0, 2)], {2: [100, 97], 3: [70, 60, 67]}),
 }
+# Batch entries of a case's inputs (1 unless named): batch entries and heads both
+# travel through the exchange.
+BATCH = {"mix_uneven": 2}
 # Fields of a head's report that must match one process bit for bit (not timings).
 DECISION_FIELDS = ("batch", "head", "choice", "routed", "mse_spatial", "mse_temporal", "mse",
                    "density", "tiles_visited")
@@ -39,18 +42,19 @@ def geometry():
 
 
 def video_inputs(name, call):
-    """q, k, v [1, tokens, HEADS, DIM]; odd heads get a shared per-patch vector in q
+    """q, k, v [batch, tokens, HEADS, DIM]; odd heads get a shared per-patch vector in q
     and k (the same patch in every frame attracts: temporal), so that the
     router's choices differ between heads."""
     gen = torch.Generator().manual_seed(sum(map(ord, name)) * 31 + call)
     g = geometry()
     n = g.tokens
-    q, k, v = (torch.randn(1, n, HEADS, DIM, generator=gen) for _ in range(3))
+    batch = BATCH.get(name, 1)
+    q, k, v = (torch.randn(batch, n, HEADS, DIM, generator=gen) for _ in range(3))
     frames, height, width, text, _ = GEOMETRY
     patch = torch.randn(height * width, DIM, generator=gen).repeat(frames, 1)
     for h in range(1, HEADS, 2):
-        q[0, text:, h] += 2 * patch
-        k[0, text:, h] += 2 * patch
+        q[:, text:, h] += 2 * patch
+        k[:, text:, h] += 2 * patch
     return q, k, v
 
 

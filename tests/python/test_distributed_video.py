@@ -69,7 +69,9 @@ def test_group_equals_one_process(world_results, name):
             assert group["rank"] == rank and group["size"] == world
             assert group["shards"] == sizes
             assert tuple(group["heads"]) == distributed.head_range(cases.HEADS, rank, world)
-        assert [h["head"] for h in ref_heads] == list(range(cases.HEADS))
+        batch = cases.BATCH.get(name, 1)
+        assert [(h["batch"], h["head"]) for h in ref_heads] == [
+            (b, h) for b in range(batch) for h in range(cases.HEADS)]
         out = np.concatenate([r[name][call][0] for r in per_rank], axis=1)
         lse = np.concatenate([r[name][call][1] for r in per_rank], axis=-1)
         assert out.shape == ref_out.shape and lse.shape == ref_lse.shape
