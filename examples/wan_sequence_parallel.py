@@ -71,7 +71,7 @@ def main() -> None:
     group = report[-1]["group"]  # where this rank's share lay in the last call
     begin, end = group["heads"]
     print(f"rank {rank} of {world}: {group['shards'][rank]} of {sum(group['shards'])} tokens, "
-          f"heads [{begin}, {end}) of {len(report[-1]['heads'])}, {threads} threads")
+          f"heads [{begin}, {end}) of {len(report[-1]['heads'])}, threads={threads}")
     if rank == 0:
         single = tiny_wan()
         handle = tilesplash.diffusers.enable(single, **settings)
