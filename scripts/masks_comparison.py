@@ -2,7 +2,8 @@
 """Table and plot of docs/masks.md from `tilesplash compare --json`.
 
     tilesplash compare --preset wan2.1-1.3b-480p --json > comparison.json
-    scripts/masks_comparison.py comparison.json --table table.md --plot docs/masks-error.png
+    scripts/masks_comparison.py comparison.json --table table.md --plot docs/masks-error.png \
+        [--caption "how it was run"] [--check]
 
 The table has one row per method and target density: the density each method
 actually ran (mean over the heads), then per planted head type the relative L2
@@ -127,6 +128,7 @@ def main():
     parser.add_argument("json", help="output of tilesplash compare --json")
     parser.add_argument("--table", help="write the markdown table here (default: stdout)")
     parser.add_argument("--plot", help="write the PNG plot here")
+    parser.add_argument("--caption", help="a second line under the plot's title (e.g. the run's size)")
     parser.add_argument("--check", action="store_true",
                         help="compare mix with the best single family; exit 1 if it does worse")
     args = parser.parse_args()
@@ -141,6 +143,8 @@ def main():
         title = (f"{record.get('preset') or record['geometry']}: {record['tokens']} tokens, "
                  f"d = {record['head_dim']}, {record['dtype']}, tiles {record['block_q']} x "
                  f"{record['block_kv']}")
+        if args.caption:
+            title += "\n" + args.caption
         plot(rows, planted, methods, targets, args.plot, title)
     if args.check:
         report, worse = check(rows, planted, targets)

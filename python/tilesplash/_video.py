@@ -66,12 +66,28 @@ class VideoAttention:
     keep it across layers and steps so plans are built once (and, for svg2,
     clusters are warm-started; call reset_clusters() for a new video). Objects
     with their own contexts run side by side from different threads.
+
+    group: a torch.distributed process group (torch.distributed.group.WORLD
+    for every process), for sequence parallelism: every rank of the group builds a
+    VideoAttention with the same arguments and calls it with its contiguous
+    shard of the sequence (torch tensors, all heads, shards in rank order,
+    any lengths that add up to geometry.tokens) at the same layer and step.
+    One all-to-all gives each rank the whole sequence for its heads
+    (tilesplash.distributed.head_range), it routes and runs them as one
+    process would (decisions keyed on the global head index: bit-identical
+    choices, outputs equal within f32 rounding), and a second all-to-all
+    returns its shard of the output. The report's "heads" is the whole list,
+    in global head order, on every rank; "group" says {"rank", "size",
+    "heads": (begin, end) run here, "shards": tokens by rank}, and the
+    timings are this rank's. timeout: seconds any collective waits (default
+    tilesplash.distributed.DEFAULT_TIMEOUT); a rank that fails makes every
+    rank raise. With no group, timeout is unused.
     """
 
     def __init__(self, geometry, *, method="svg", density=0.25, band=None, sink=False,
                  text_full=True, density_budget=None, dense_layers=0, dense_steps=0, samples=64,
                  seed=0, force=None, threads=0, block_q=None, block_kv=None, scale=None,
-                 context=None):
+                 context=None, group=None, timeout=None):
         if not isinstance(geometry, _core.VideoGeometry):
             raise TypeError(f"geometry: expected a tilesplash.VideoGeometry, got "
                             f"{type(geometry).__name__}")
@@ -98,6 +114,14 @@ class VideoAttention:
             check_int(block_q, "block_q", 1, allow_none=True),
             check_int(block_kv, "block_kv", 1, allow_none=True), check_scale(scale),
             core_of(check_context(context)))
+        self._group = group
+        self._timeout = timeout
+        self._last_heads = None  # with a group: the global heads [begin, end) of the last call
+
+    @property
+    def group(self):
+        """The process group given to the constructor (None: one process)."""
+        return self._group
 
     @property
     def geometry(self):
@@ -127,8 +151,16 @@ class VideoAttention:
 
     def head_mask(self, head: int) -> Mask:
         """svg2: the cluster mask head `head` ran in the last call (its last batch entry),
-        on the original token order. It classifies tiles by scanning: for checks."""
-        return Mask(self._core.head_mask(check_int(head, "head", 0)))
+        on the original token order. It classifies tiles by scanning: for checks.
+        With a group, `head` is global and must be one this rank ran."""
+        head = check_int(head, "head", 0)
+        if self._last_heads is not None:
+            begin, end = self._last_heads
+            if not begin <= head < end:
+                raise ValueError(f"head: this rank ran heads [{begin}, {end}) of the last call, "
+                                 f"got {head}")
+            head -= begin
+        return Mask(self._core.head_mask(head))
 
     def reset_clusters(self) -> None:
         """svg2: forget the clusters of earlier calls (a new video); the next call clusters
@@ -154,10 +186,18 @@ class VideoAttention:
         entries), "seconds" (the whole call)}.
         """
         layout = check_layout(layout)
-        kind = check_qkv(q, k, v, layout)
         layer = check_int(layer, "layer", 0)
         step = check_int(step, "step", 0)
         return_lse = check_bool(return_lse, "return_lse")
+        if self._group is not None:
+            from ._video_group import group_forward
+
+            return group_forward(self, self._group, self._timeout, q, k, v, layer, step, layout,
+                                 return_lse)
+        return self._forward_local(q, k, v, layer, step, layout, return_lse)
+
+    def _forward_local(self, q, k, v, layer, step, layout, return_lse):
+        kind = check_qkv(q, k, v, layout)
         descs, lse_address, out, lse, held = call_arrays(kind, q, k, v, layout)
         report = self._core.forward(*descs, lse_address, layout, layer, step)
         del held  # copies of odd views stay alive until the core has returned

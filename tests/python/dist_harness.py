@@ -21,7 +21,7 @@ import traceback
 # torch._dynamo: the first call of a torch custom op imports it (seconds); the
 # forkserver pays that once instead of every rank of every launch.
 _PRELOAD = ["torch", "torch.distributed", "torch._dynamo", "tilesplash", "tilesplash.distributed",
-            "dist_cases"]
+            "dist_cases", "dist_video_cases", "dist_diffusers_cases"]
 
 
 def _context():

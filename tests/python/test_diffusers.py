@@ -333,7 +333,7 @@ def test_token_count_must_match_the_input(model, inputs, enabled):
         ({"samples": 0}, ValueError, "samples"),
         ({"samples": "64"}, TypeError, "samples"),
         ({"threads": -1}, ValueError, "threads"),
-        ({"process_group": object()}, NotImplementedError, "process_group"),
+        ({"process_group": object()}, TypeError, "process_group"),
     ],
 )
 def test_bad_arguments(model, options, error, match):

@@ -16,6 +16,12 @@ one step). Each processor knows its layer. Supported: ``WanTransformer3DModel``
 (Wan 2.1 / 2.2), ``WanVACETransformer3DModel`` and
 ``CogVideoXTransformer3DModel``; see docs/diffusers.md for what does not fit
 (HunyuanVideo) and why.
+
+With ``process_group=`` every rank of a torch.distributed group calls the
+transformer with the same inputs and gets the same output, while the
+sequence is split across the ranks inside it (sequence parallelism, Ulysses
+for self-attention; ``WanTransformer3DModel`` only): see
+``_sequence_parallel`` and docs/diffusers.md.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import tilesplash
 
 from ._processors import ModelKind, model_kinds
 from ._runtime import Runtime, Settings, summarize, summary_table
+from ._sequence_parallel import SequenceParallel
 
 __all__ = ["enable", "TilesplashHandle", "summarize", "summary_table"]
 
@@ -42,10 +49,12 @@ _METHODS = ("svg", "spatial", "temporal", "radial", "sta", "mix", "svg2")
 class TilesplashHandle:
     """What ``enable`` returns: step override, report, and the way back."""
 
-    def __init__(self, transformer: torch.nn.Module, kind: ModelKind, runtime: Runtime) -> None:
+    def __init__(self, transformer: torch.nn.Module, kind: ModelKind, runtime: Runtime,
+                 sequence: SequenceParallel | None = None) -> None:
         self._transformer = transformer
         self._kind = kind
         self._runtime = runtime
+        self._sequence = sequence
         self._originals: list[tuple[torch.nn.Module, object]] = []
         self._hook = None
         self._signature = None
@@ -82,6 +91,8 @@ class TilesplashHandle:
         if self._hook is not None:
             self._hook.remove()
             self._hook = None
+        if self._sequence is not None:
+            self._sequence.remove()
         self._runtime.clear()
 
     def _install(self) -> None:
@@ -92,6 +103,8 @@ class TilesplashHandle:
             self._originals.append((module, module.processor))
             module.set_processor(self._kind.processor(self._runtime, layer, name))
         self._hook = self._transformer.register_forward_pre_hook(self._before_forward, with_kwargs=True)
+        if self._sequence is not None:
+            self._sequence.install(self._transformer)
 
     def _before_forward(self, module, args, kwargs):
         bound = self._signature.bind_partial(*args, **kwargs).arguments
@@ -99,7 +112,10 @@ class TilesplashHandle:
         timestep = bound.get("timestep")
         if hidden_states is None or timestep is None:
             raise ValueError(f"tilesplash: {self._kind.name} was called without hidden_states or timestep")
-        self._runtime.begin_forward(self._kind.video_shape(module, hidden_states), timestep)
+        video = self._kind.video_shape(module, hidden_states)
+        if self._sequence is not None:
+            self._sequence.begin_forward(video, timestep)
+        self._runtime.begin_forward(video, timestep)
         return None
 
     def __repr__(self) -> str:
@@ -121,6 +137,7 @@ def enable(
     process_group=None,
     threads: int = 0,
     context: tilesplash.ThreadingContext | None = None,
+    timeout: float | None = None,
 ) -> TilesplashHandle:
     """Run ``transformer``'s self-attention through tilesplash; returns a handle.
 
@@ -142,17 +159,33 @@ def enable(
         candidate's name ("radial", "sta:3x3x3", ..., "svg2"), checked when
         the first call reveals the geometry.
     samples: query rows sampled per layer call by the router.
-    process_group: the sequence-parallel hook; not implemented yet (must be None).
-    threads: kernel threads, 0 for all hardware threads (or the context's count).
+    process_group: None, or a torch.distributed ProcessGroup
+        (``torch.distributed.group.WORLD`` for every process) to split the
+        sequence across its ranks: every rank calls the transformer with the
+        same full inputs and gets the same full output; inside, each rank
+        holds a contiguous shard of the tokens after the patch embedding,
+        self-attention runs over the group (Ulysses: each rank routes and runs
+        whole-sequence heads, the same decisions one process makes),
+        cross-attention and the rest run on the shard, and the shards of the
+        final projection's output are gathered. ``WanTransformer3DModel`` only.
+    threads: kernel threads, 0 for all hardware threads (with a group: give
+        each rank its share of the cores).
+    timeout: with process_group, the seconds any collective waits for the
+        other ranks (default tilesplash.distributed.DEFAULT_TIMEOUT); a rank
+        that fails makes the others raise instead of hang.
     context: a tilesplash.ThreadingContext every layer of this handle runs on;
         None: the handle's VideoAttention objects own theirs. Handles (or
         processes, ranks) with their own contexts run side by side.
     """
-    if process_group is not None:
-        raise NotImplementedError(
-            "tilesplash.diffusers.enable: process_group (sequence-parallel attention) is not implemented yet; pass None"
-        )
     kind = _model_kind(transformer)
+    sequence = None
+    if process_group is not None:
+        if kind.name != "WanTransformer3DModel":
+            raise NotImplementedError(
+                f"tilesplash.diffusers.enable: process_group supports WanTransformer3DModel only, not "
+                f"{kind.name} (docs/diffusers.md says why); pass process_group=None"
+            )
+        sequence = SequenceParallel(process_group, timeout)
     method = _method(method)
     settings = Settings(
         method=method,
@@ -177,7 +210,7 @@ def enable(
                 f"tilesplash.diffusers.enable: {name} runs {type(processor).__name__}; "
                 f"expected diffusers' {kind.native_processor.__name__} (tilesplash reproduces that one exactly)"
             )
-    handle = TilesplashHandle(transformer, kind, Runtime(settings))
+    handle = TilesplashHandle(transformer, kind, Runtime(settings, sequence), sequence)
     handle._install()
     return handle
 

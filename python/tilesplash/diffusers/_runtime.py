@@ -81,8 +81,9 @@ class StepCounter:
 class Runtime:
     """Geometry, step, VideoAttention cache and the report of one handle."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, sequence=None) -> None:
         self.settings = settings
+        self.sequence = sequence  # a SequenceParallel with process_group, else None
         self.steps = StepCounter()
         self.video: tuple[int, int, int] | None = None  # latent frames, height, width after patching
         self.records: list[dict] = []
@@ -120,6 +121,8 @@ class Runtime:
                 force=s.force,
                 threads=s.threads,
                 context=s.context,
+                group=None if self.sequence is None else self.sequence.group,
+                timeout=None if self.sequence is None else self.sequence.timeout,
             )
             self._layers[geometry_key] = layer
         return layer
@@ -134,11 +137,18 @@ class Runtime:
         frames, height, width = self.video
         tokens = q.shape[1] if layout == "bnhd" else q.shape[2]
         expected = frames * height * width + text
-        if tokens != expected:
+        if self.sequence is not None:
+            expected = self.sequence.local_tokens
+            if tokens != expected:
+                raise ValueError(
+                    f"tilesplash: self-attention got {tokens} tokens, but this rank's shard of the "
+                    f"{frames} x {height} x {width} video after patching holds {expected}"
+                )
+        elif tokens != expected:
             raise ValueError(
                 f"tilesplash: self-attention got {tokens} tokens, but the transformer's input gives "
                 f"{frames} frames x {height} x {width} after patching + {text} text = {expected}; "
-                "a sequence split across processes needs the process_group hook, not yet available"
+                "a sequence split across processes needs enable(..., process_group=group)"
             )
         if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
             # The kernel has no backward: going on would cut the autograd graph silently.
