@@ -36,6 +36,25 @@ else()
   set(TILESPLASH_ISA_DEFINITIONS TILESPLASH_ARCH_X86=0)
 endif()
 
+# Test-only: the AVX-512 targets' code, compiled against SIMDe's portable
+# intrinsics (Debian libsimde-dev) with the avx2 flags, and reported as
+# supported by dispatch, so their tests run on a CPU without AVX-512 (the
+# development machines have none; CI may land on one that has). Slow, and not
+# a check of timing or of the instructions GCC picks: only of the kernels'
+# arithmetic, lane counts, masks and indexing. See docs/kernel.md.
+option(TILESPLASH_EMULATE_AVX512 "Test-only: run the avx512* targets on an AVX2 CPU through SIMDe" OFF)
+if(TILESPLASH_EMULATE_AVX512)
+  if(NOT TILESPLASH_X86)
+    message(FATAL_ERROR "TILESPLASH_EMULATE_AVX512 needs an x86-64 build")
+  endif()
+  find_path(TILESPLASH_SIMDE_INCLUDE_DIR simde/x86/avx512.h)
+  if(NOT TILESPLASH_SIMDE_INCLUDE_DIR)
+    message(FATAL_ERROR "TILESPLASH_EMULATE_AVX512 needs SIMDe (apt-get install libsimde-dev)")
+  endif()
+  list(APPEND TILESPLASH_ISA_DEFINITIONS TILESPLASH_EMULATE_AVX512=1)
+  message(STATUS "tilesplash: avx512 targets EMULATED through SIMDe (test-only build)")
+endif()
+
 # Gives each *_<target>.cc its flags and drops those of targets not compiled here.
 function(tilesplash_apply_isa_flags sources_var)
   set(kept)
@@ -51,6 +70,12 @@ function(tilesplash_apply_isa_flags sources_var)
     elseif(isa IN_LIST TILESPLASH_TARGETS)
       # -ffp-contract=fast: the portable target too fuses multiply-adds where it can.
       set(options ${TILESPLASH_ISA_FLAGS_${isa}})
+      if(TILESPLASH_EMULATE_AVX512 AND isa MATCHES "^avx512")
+        # -Wno-psabi: 64-byte vectors pass between these units' own inline
+        # functions only; the exported entry points take pointers and scalars.
+        set(options ${TILESPLASH_ISA_FLAGS_avx2} -Wno-psabi
+          -include ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/../tests/emulation/avx512_simde_shim.h)
+      endif()
       list(APPEND options -ffp-contract=fast)
       set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${options}")
       list(APPEND kept ${src})
