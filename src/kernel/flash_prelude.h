@@ -26,6 +26,11 @@
 #include "tilesplash/tensor.h"
 
 namespace tilesplash::kernel {
+// Internal linkage on purpose: each per-target translation unit is compiled
+// with its own -m flags, and an `inline` function with external linkage would
+// leave one copy for all of them, possibly the AVX2 one for the generic
+// target (an illegal instruction on a CPU without AVX).
+namespace {
 
 inline void atomic_min(std::atomic<std::int64_t>& target, std::int64_t value) {
   std::int64_t current = target.load();
@@ -47,4 +52,5 @@ inline void report_non_finite(const char* name, std::int64_t flat, std::int64_t 
                               "); expected finite values");
 }
 
+}  // namespace
 }  // namespace tilesplash::kernel
