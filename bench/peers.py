@@ -13,8 +13,8 @@ busy-waiting worker threads count as CPU time on either side.
 
 Needs torch (not part of the test suite). Usage:
 
-    /work/venv/bin/python bench/peers.py build/tools/tilesplash/tilesplash
-    /work/venv/bin/python bench/peers.py TILESPLASH --cases dense_t1,band --rounds 5 --markdown
+    .venv/bin/python bench/peers.py build/tools/tilesplash/tilesplash
+    .venv/bin/python bench/peers.py TILESPLASH --cases dense_t1,band --rounds 5 --markdown
 """
 
 from __future__ import annotations
