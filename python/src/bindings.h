@@ -46,5 +46,6 @@ void bind_threading(nb::module_& m);
 void bind_window(nb::module_& m);
 void bind_merge(nb::module_& m);
 void bind_clusters(nb::module_& m);
+void bind_methods(nb::module_& m);
 
 }  // namespace tilesplash::python

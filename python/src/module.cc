@@ -97,4 +97,5 @@ NB_MODULE(_core, m) {
   python::bind_window(m);
   python::bind_merge(m);
   python::bind_clusters(m);
+  python::bind_methods(m);
 }

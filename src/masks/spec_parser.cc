@@ -1,45 +1,28 @@
-// Recursive-descent parser for the mask SPEC language:
-//   expr   := term ('|' term)*
-//   term   := factor ('&' factor)*
-//   factor := '(' expr ')' | atom
-//   atom   := name [':' key '=' value (',' key '=' value)*]
+// Recursive-descent parser for the mask SPEC grammar (spec_parser.h).
 // Parentheses are accepted so that every OR/AND tree Mask::to_string prints
 // (an OR inside an AND) parses back.
-#include "tilesplash/mask_spec.h"
+#include "masks/spec_parser.h"
 
 #include <cctype>
-#include <charconv>
-#include <cmath>
 #include <cstdint>
-#include <initializer_list>
-#include <optional>
 #include <stdexcept>
 #include <string>
-#include <system_error>
 #include <utility>
 #include <vector>
 
-#include "masks/spec_params.h"
-
-namespace tilesplash {
+namespace tilesplash::detail {
 namespace {
 
 constexpr int kMaxDepth = 64;
 
-[[noreturn]] void fail(const std::string& message) { detail::spec_fail(message); }
-
-[[noreturn]] void fail_unknown_mask(const std::string& name) {
-  const std::vector<std::string_view> names = mask_spec_names();
-  std::string expected;
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    expected += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + std::string(names[i]);
-  }
-  fail("unknown mask '" + name + "' (expected " + expected + ")");
+[[noreturn]] void fail(const std::string& message) {
+  throw std::invalid_argument("mask spec: " + message);
 }
 
 class Parser {
  public:
-  explicit Parser(std::string_view text) : text_(text) {}
+  Parser(std::string_view text, std::span<const SpecFamily> families)
+      : text_(text), families_(families) {}
 
   Mask parse() {
     skip_space();
@@ -90,56 +73,37 @@ class Parser {
     return mask;
   }
 
+  // The parameter text runs to the next | & ( or ); the family reads it.
   Mask parse_atom() {
     const std::string name = read_word();
     if (name.empty()) unexpected("a mask name");
-    const detail::MaskFamily* family = detail::find_mask_family(name);
-    if (family == nullptr) fail_unknown_mask(name);
-    if (family->from_text != nullptr) return parse_text_atom(*family, name);
+    const SpecFamily* family = find(name);
+    const std::string context = "mask spec: " + name;
     skip_space();
-    std::vector<detail::Param> params;
-    if (peek() == ':') {
-      ++pos_;
-      for (;;) {
-        params.push_back(read_param(name, params));
-        skip_space();
-        if (peek() != ',') break;
-        ++pos_;
-      }
+    if (peek() != ':') {
+      SpecParams none(context);
+      return family->parse(none);
     }
-    return family->from_params(detail::Params(name, std::move(params)));
-  }
-
-  // Families with bare flags (sink, text_full) parse their whole parameter
-  // text themselves; it runs to the next | & ( or ).
-  Mask parse_text_atom(const detail::MaskFamily& family, const std::string& name) {
-    skip_space();
-    if (peek() != ':') return family.from_text(name, std::nullopt);
     const std::size_t start = ++pos_;
-    while (!at_end() && std::string_view("|&()").find(text_[pos_]) == std::string_view::npos)
+    while (!at_end() && std::string_view("|&()").find(text_[pos_]) == std::string_view::npos) {
       ++pos_;
-    return family.from_text(name, text_.substr(start, pos_ - start));
+    }
+    SpecParams params = SpecParams::split(text_.substr(start, pos_ - start), context);
+    return family->parse(params);
   }
 
-  detail::Param read_param(const std::string& mask, const std::vector<detail::Param>& seen) {
-    skip_space();
-    detail::Param param;
-    param.key = read_word();
-    if (param.key.empty()) {
-      fail(mask + ": expected key=value at position " + std::to_string(pos_) + " in '" +
-           std::string(text_) + "'");
+  const SpecFamily* find(const std::string& name) const {
+    for (const SpecFamily& family : families_) {
+      if (family.name == name) return &family;
     }
-    skip_space();
-    if (peek() != '=') fail(mask + ": expected '=' after '" + param.key + "'");
-    ++pos_;
-    skip_space();
-    const std::size_t start = pos_;
-    while (!at_end() && !is_delimiter(text_[pos_])) ++pos_;
-    param.value = std::string(text_.substr(start, pos_ - start));
-    for (const detail::Param& p : seen) {
-      if (p.key == param.key) fail(mask + ": duplicate key '" + param.key + "'");
+    std::string expected;
+    for (std::size_t i = 0; i < families_.size(); ++i) {
+      expected += (i == 0                      ? ""
+                   : i + 1 == families_.size() ? " or "
+                                               : ", ") +
+                  std::string(families_[i].name);
     }
-    return param;
+    fail("unknown mask '" + name + "' (expected " + expected + ")");
   }
 
   // Bytes >= 0x80 count as word characters: no name has them, so a word
@@ -161,11 +125,6 @@ class Parser {
          std::to_string(pos_) + " in '" + std::string(text_) + "' (expected " + expected + ")");
   }
 
-  static bool is_delimiter(char c) {
-    return c == ',' || c == '|' || c == '&' || c == '(' || c == ')' ||
-           std::isspace(static_cast<unsigned char>(c));
-  }
-
   void skip_space() {
     while (!at_end() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
   }
@@ -173,12 +132,15 @@ class Parser {
   char peek() const { return at_end() ? '\0' : text_[pos_]; }
 
   std::string_view text_;
+  std::span<const SpecFamily> families_;
   std::size_t pos_ = 0;
   int depth_ = 0;
 };
 
 }  // namespace
 
-Mask parse_mask_spec(std::string_view spec) { return Parser(spec).parse(); }
+Mask parse_spec(std::string_view text, std::span<const SpecFamily> families) {
+  return Parser(text, families).parse();
+}
 
-}  // namespace tilesplash
+}  // namespace tilesplash::detail

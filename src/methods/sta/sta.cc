@@ -8,8 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "video/sta_node.h"
-#include "video/video_candidates.h"
+#include "methods/sta/sta_node.h"
 
 namespace tilesplash {
 namespace {

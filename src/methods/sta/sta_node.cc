@@ -3,14 +3,14 @@
 // and steps by at most one, so the keys that the query tiles [qa, qb] keep
 // form the interval [g(qa) - D, g(qb) + D]: every pair is kept iff the key
 // tiles lie within [g(qb) - D, g(qa) + D], some pair iff they meet the first.
-#include "video/sta_node.h"
+#include "methods/sta/sta_node.h"
 
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
+#include "geometry/frame_rects.h"
 #include "masks/mask_util.h"
-#include "video/frame_rects.h"
 
 namespace tilesplash::detail {
 namespace {

@@ -10,10 +10,11 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "geometry/grid_boxes.h"
 #include "tilesplash/mask_node.h"
 #include "tilesplash/sta.h"
-#include "video/grid_boxes.h"
 
 namespace tilesplash::detail {
 
@@ -99,5 +100,10 @@ class StaRunNode final : public MaskNode {
   std::int64_t video_tokens_;
   std::int64_t tokens_;
 };
+
+// One sliding-tile candidate per temporal window width (tiles of 6 x 8 x 8),
+// each with the spatial window whose density is closest to options.density.
+std::vector<MaskCandidate> sta_for_density(const VideoGeometry& geometry,
+                                           const MethodOptions& options);
 
 }  // namespace tilesplash::detail

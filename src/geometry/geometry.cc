@@ -1,12 +1,13 @@
 // Video geometry: where text and frame-major video tokens sit, the token-major
-// index map, the model presets of DESIGN §7 and the GEOM text syntax shared by
-// the mask SPEC and the CLI.
+// index map, the model presets (the released configurations of Wan 2.1,
+// HunyuanVideo and CogVideoX) and the GEOM text syntax shared by the mask SPEC
+// and the CLI.
 #include <array>
 #include <stdexcept>
 #include <string>
 
+#include "geometry/geometry_params.h"
 #include "tilesplash/video.h"
-#include "video/video_parse.h"
 
 namespace tilesplash {
 namespace {
@@ -144,10 +145,39 @@ const VideoPreset& video_preset(std::string_view name) {
                               "' (expected one of " + names + ")");
 }
 
+VideoShape parse_video_shape(std::string_view text) {
+  if (text.find('=') == std::string_view::npos) {
+    const VideoPreset& preset = video_preset(text);
+    return {preset.geometry, &preset};
+  }
+  detail::SpecParams items = detail::SpecParams::split(text, "video geometry");
+  if (items.has("preset")) {
+    const VideoGeometry geometry = parse_video_geometry(text);  // rejects mixed forms
+    return {geometry, &video_preset(*items.text("preset"))};
+  }
+  return {parse_video_geometry(text), nullptr};
+}
+
+VideoShape choose_video_shape(std::string_view preset, std::string_view geometry,
+                              std::string_view fallback_preset, std::string_view preset_label,
+                              std::string_view geometry_label) {
+  if (!preset.empty() && !geometry.empty()) {
+    throw std::invalid_argument("give exactly one of " + std::string(preset_label) + " NAME or " +
+                                std::string(geometry_label) + " GEOM, got both");
+  }
+  if (!geometry.empty()) return parse_video_shape(geometry);
+  if (!preset.empty() || !fallback_preset.empty()) {
+    const VideoPreset& named = video_preset(preset.empty() ? fallback_preset : preset);
+    return {named.geometry, &named};
+  }
+  throw std::invalid_argument("give exactly one of " + std::string(preset_label) + " NAME or " +
+                              std::string(geometry_label) + " GEOM, got neither");
+}
+
 VideoGeometry parse_video_geometry(std::string_view text) {
-  detail::KeyValueList items = detail::split_key_values(text, "video geometry");
+  detail::SpecParams items = detail::SpecParams::split(text, "video geometry");
   constexpr const char* kExpected = "preset, frames, height, width, text or text_at";
-  items.check_known({"preset", "frames", "height", "width", "text", "text_at"}, kExpected);
+  detail::check_video_keys(items, {}, kExpected);
   const VideoGeometry geometry = detail::take_geometry(items);
   items.reject_unused(kExpected);
   return geometry;

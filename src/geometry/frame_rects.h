@@ -1,8 +1,8 @@
-// Index arithmetic shared by the video mask nodes: range intersection, and
-// the split of a run of frame-major video indices into at most three "frame
-// rectangles" (a frame range times a patch range: the partial first frame,
-// the whole frames between, the partial last frame), the shape every video
-// node classifies in O(1) instead of scanning.
+// Index arithmetic shared by the video mask nodes: a geometry's ranges,
+// range intersection, and the split of a run of frame-major video indices
+// into at most three "frame rectangles" (a frame range times a patch range:
+// the partial first frame, the whole frames between, the partial last
+// frame), the shape every video node classifies in O(1) instead of scanning.
 #pragma once
 
 #include <algorithm>
@@ -11,8 +11,27 @@
 
 #include "masks/mask_util.h"
 #include "tilesplash/mask.h"
+#include "tilesplash/video.h"
 
 namespace tilesplash::detail {
+
+// The numbers of a geometry that every keeps/classify call of a video
+// mask node needs.
+struct VideoLayout {
+  explicit VideoLayout(const VideoGeometry& geometry)
+      : frames(geometry.frames),
+        patches(geometry.tokens_per_frame()),
+        tokens(geometry.tokens()),
+        video(geometry.video_range()),
+        frame0{video.begin, video.begin + patches},
+        text(geometry.text_range()) {}
+  std::int64_t frames;   // F
+  std::int64_t patches;  // P
+  std::int64_t tokens;   // N
+  IndexRange video;      // frame-major video tokens
+  IndexRange frame0;     // keys of frame 0
+  IndexRange text;       // empty without text
+};
 
 inline IndexRange intersect(IndexRange a, IndexRange b) {
   const IndexRange r{std::max(a.begin, b.begin), std::min(a.end, b.end)};

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "masks/mask_util.h"
+#include "methods/band/video_nodes.h"
 #include "tilesplash/video.h"
-#include "video/video_nodes.h"
 
 namespace tilesplash {
 namespace {
@@ -137,6 +137,38 @@ std::int64_t band_for_frames(const VideoGeometry& geometry, double frames) {
                                 std::to_string(frames));
   }
   return std::llround(band);
+}
+
+std::int64_t resolve_band(VideoMaskKind kind, const VideoGeometry& geometry, const BandForm& form,
+                          VideoMaskOptions options) {
+  const int forms = (form.band ? 1 : 0) + (form.band_frames ? 1 : 0) + (form.density ? 1 : 0);
+  if (forms != 1) {
+    std::string given;
+    if (form.band) given += "band";
+    if (form.band_frames) given += std::string(given.empty() ? "" : ", ") + "band_frames";
+    if (form.density) given += std::string(given.empty() ? "" : ", ") + "density";
+    throw std::invalid_argument(
+        std::string("band: ") + (forms == 0 ? "missing band form" : "more than one band form") +
+        " (give exactly one of band=W tokens, band_frames=M frames or density=S), got " +
+        (forms == 0 ? std::string("neither") : given));
+  }
+  if (form.band) {
+    if (*form.band < 0) {
+      throw std::invalid_argument("band: must be >= 0, got " + std::to_string(*form.band));
+    }
+    return *form.band;
+  }
+  if (form.band_frames) {
+    if (!(std::isfinite(*form.band_frames) && *form.band_frames >= 0.0)) {
+      throw std::invalid_argument("band_frames: must be a finite number >= 0, got " +
+                                  std::to_string(*form.band_frames));
+    }
+    return band_for_frames(geometry, *form.band_frames);
+  }
+  if (!(*form.density > 0.0 && *form.density <= 1.0)) {
+    throw std::invalid_argument("density: must be in (0, 1], got " + std::to_string(*form.density));
+  }
+  return band_for_density(geometry, *form.density, options, kind);
 }
 
 VideoRunMasks video_run_masks(VideoMaskKind kind, const VideoGeometry& geometry, std::int64_t band,

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "video/radial_node.h"
+#include "methods/radial/radial_node.h"
 
 namespace tilesplash {
 namespace {
@@ -158,6 +158,27 @@ double radial_decay_for_density(const VideoGeometry& geometry, double density,
     (at(mid) < density ? lo : hi) = mid;
   }
   return density - at(lo) <= at(hi) - density ? lo : hi;
+}
+
+double resolve_radial_decay(const VideoGeometry& geometry, std::optional<double> decay,
+                            std::optional<double> density, const RadialOptions& options) {
+  if (decay.has_value() == density.has_value()) {
+    throw std::invalid_argument(
+        std::string("decay: ") + (decay ? "both" : "neither") +
+        " of 'decay' and 'density' (give exactly one: decay=D, e.g. 0.2 for Wan and 0.95 for "
+        "HunyuanVideo, or density=S)");
+  }
+  if (decay) {
+    if (!(std::isfinite(*decay) && *decay >= 0.0)) {
+      throw std::invalid_argument("decay: must be a finite number >= 0, got " +
+                                  std::to_string(*decay));
+    }
+    return *decay;
+  }
+  if (!(*density > 0.0 && *density <= 1.0)) {
+    throw std::invalid_argument("density: must be in (0, 1], got " + std::to_string(*density));
+  }
+  return radial_decay_for_density(geometry, *density, options);
 }
 
 MaskCandidate radial_candidate(const VideoGeometry& geometry, const RadialOptions& options) {

@@ -8,10 +8,9 @@
 #include <cstdint>
 #include <string>
 
+#include "geometry/frame_rects.h"
 #include "tilesplash/mask_node.h"
 #include "tilesplash/radial.h"
-#include "video/frame_rects.h"
-#include "video/video_nodes.h"
 
 namespace tilesplash::detail {
 

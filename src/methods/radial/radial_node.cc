@@ -8,7 +8,7 @@
 // ends of that interval lie within [-w, w], and some iff they overlap it.
 // Distances d <= 1 keep everything; each bitlen class of larger d keeps the
 // band of its window on the multiples of its stride.
-#include "video/radial_node.h"
+#include "methods/radial/radial_node.h"
 
 #include <bit>
 #include <cmath>

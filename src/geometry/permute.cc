@@ -3,7 +3,7 @@
 // order so writes stream while reads hop between the F (or P) interleaved
 // sources; the (f, p) pair is stepped incrementally instead of divided out per
 // row. Work is split into chunks of rows across the threading context.
-#include "video/permute.h"
+#include "geometry/permute.h"
 
 #include <algorithm>
 #include <cstring>

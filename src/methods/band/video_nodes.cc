@@ -11,15 +11,15 @@
 // extreme values d1 * F + e1 <= W and d0 * F + e0 >= -W; some pair is kept iff
 // some d in [d0, d1] has d * F in [-W - e1, W - e0]. So a tile costs at most
 // nine such checks, never a scan of its elements.
-#include "video/video_nodes.h"
+#include "methods/band/video_nodes.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
+#include "geometry/frame_rects.h"
 #include "masks/mask_util.h"
-#include "video/frame_rects.h"
 
 namespace tilesplash::detail {
 namespace {
@@ -28,14 +28,6 @@ constexpr std::size_t kVideoTag = 0x766964656f;
 constexpr std::size_t kSinkSegmentTag = 0x73696e6b;
 
 }  // namespace
-
-VideoLayout::VideoLayout(const VideoGeometry& geometry)
-    : frames(geometry.frames),
-      patches(geometry.tokens_per_frame()),
-      tokens(geometry.tokens()),
-      video(geometry.video_range()),
-      frame0{video.begin, video.begin + patches},
-      text(geometry.text_range()) {}
 
 VideoMaskNode::VideoMaskNode(VideoMaskKind kind, const VideoGeometry& geometry, std::int64_t band,
                              VideoMaskOptions options)

@@ -8,21 +8,11 @@
 #include <cstdint>
 #include <string>
 
+#include "geometry/frame_rects.h"
 #include "tilesplash/mask_node.h"
 #include "tilesplash/video.h"
 
 namespace tilesplash::detail {
-
-// The numbers of a geometry that every keeps/classify call needs.
-struct VideoLayout {
-  explicit VideoLayout(const VideoGeometry& geometry);
-  std::int64_t frames;   // F
-  std::int64_t patches;  // P
-  std::int64_t tokens;   // N
-  IndexRange video;      // frame-major video tokens
-  IndexRange frame0;     // keys of frame 0
-  IndexRange text;       // empty without text
-};
 
 class VideoMaskNode final : public MaskNode {
  public:
