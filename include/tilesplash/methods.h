@@ -21,6 +21,10 @@ struct MethodInfo {
   std::string_view summary;    // what the method is, one line
   std::string_view row_order;  // the order its heads run Q, K and V in
   bool spec = false;           // a mask SPEC term of the same name exists (mask_spec.h)
+  // That term's syntax for help texts, e.g. "radial:GEOM,decay=D|density=S
+  // [,block=B][,sink]" (GEOM: preset=NAME or frames=F,height=h,width=w
+  // [,text=T,text_at=before|after]); empty without a term.
+  std::string_view spec_syntax = {};
   // method_candidates() builds its masks from a density; false when each
   // head's masks come from its own data (svg2: see clusters.h).
   bool candidates = false;

@@ -30,6 +30,7 @@
 #include "tilesplash/attention.h"
 #include "tilesplash/candidates.h"
 #include "tilesplash/clusters.h"
+#include "tilesplash/fields.h"
 #include "tilesplash/plan.h"
 #include "tilesplash/threading.h"
 #include "tilesplash/video.h"
@@ -159,6 +160,15 @@ std::span<const std::string_view> attention_method_names();
 VideoAttentionOptions method_attention_options(std::string_view method,
                                                const VideoGeometry& geometry,
                                                const MethodOptions& options = {});
+
+// One head's report as named values, the one serialisation every front end
+// uses (the CLI's route, demo, attend and compare, the Python report dict):
+// head, choice, routed, mse ({candidate name: sampled MSE} in `candidates`
+// order, empty when not routed), mse_spatial and mse_temporal (of the
+// candidates so named; NaN when there is none or the head was not routed:
+// kept for callers of the Sparse VideoGen pair), density, tiles_visited,
+// seconds, permute_seconds, cluster_seconds, plan_seconds.
+Fields head_fields(const HeadReport& head, std::span<const MaskCandidate> candidates);
 
 // The names options.force may take: "dense" and the masks these options'
 // heads run (the candidates' names; the default spatial and temporal pair

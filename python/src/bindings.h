@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tilesplash/batched_attention.h"
+#include "tilesplash/fields.h"
 #include "tilesplash/tensor.h"
 
 namespace tilesplash::python {
@@ -36,6 +37,10 @@ std::string str_arg(nb::handle value, const char* name);
 // The library's arguments for one call; lse: the address of a float32 buffer.
 LayoutArgs layout_args(const TensorDesc& q, const TensorDesc& k, const TensorDesc& v,
                        const TensorDesc& out, std::uintptr_t lse, const std::string& layout);
+
+// The library's named values (plan_fields, head_fields) as a dict, in order:
+// a NaN number becomes None, NamedNumbers a dict.
+nb::dict to_dict(const Fields& fields);
 
 void bind_mask(nb::module_& m);
 void bind_video(nb::module_& m);

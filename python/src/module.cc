@@ -3,8 +3,11 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <cmath>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <variant>
 
 #include "bindings.h"
 #include "tilesplash/attention.h"
@@ -63,6 +66,30 @@ std::string str_arg(nb::handle value, const char* name) {
         (std::string(name) + ": expected a str, got " + type_name_of(value)).c_str());
   }
   return nb::cast<std::string>(value);
+}
+
+nb::dict to_dict(const Fields& fields) {
+  const auto number = [](double value) -> nb::object {
+    return std::isfinite(value) ? nb::cast(value) : nb::none();
+  };
+  nb::dict result;
+  for (const auto& [key, value] : fields) {
+    result[key.c_str()] = std::visit(
+        [&](const auto& v) -> nb::object {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, double>) {
+            return number(v);
+          } else if constexpr (std::is_same_v<T, NamedNumbers>) {
+            nb::dict named;
+            for (const auto& [name, x] : v) named[name.c_str()] = number(x);
+            return named;
+          } else {
+            return nb::cast(v);
+          }
+        },
+        value);
+  }
+  return result;
 }
 
 LayoutArgs layout_args(const TensorDesc& q, const TensorDesc& k, const TensorDesc& v,

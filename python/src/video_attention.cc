@@ -47,10 +47,6 @@ std::optional<HeadMask> to_force(const std::optional<std::string>& text,
   throw std::invalid_argument("force: expected " + expected + ", got '" + *text + "'");
 }
 
-nb::object number_or_none(double value) {
-  return std::isfinite(value) ? nb::cast(value) : nb::none();
-}
-
 class PyVideoAttention {
  public:
   PyVideoAttention(const VideoGeometry& geometry, VideoAttentionOptions options, std::string method,
@@ -156,22 +152,7 @@ class PyVideoAttention {
       for (const HeadReport& h : layer.heads) {
         nb::dict head;
         head["batch"] = static_cast<std::int64_t>(b);
-        head["head"] = h.head;
-        head["choice"] = std::string(to_string(h.choice));
-        head["routed"] = h.routed;
-        head["mse_spatial"] = number_or_none(h.mse_spatial);
-        head["mse_temporal"] = number_or_none(h.mse_temporal);
-        nb::dict mse;  // every candidate's, by name; empty when not routed
-        for (std::size_t c = 0; c < h.mse.size() && c < candidates.size(); ++c) {
-          mse[candidates[c].name.c_str()] = number_or_none(h.mse[c]);
-        }
-        head["mse"] = mse;
-        head["density"] = h.density;
-        head["tiles_visited"] = h.tiles_visited;
-        head["seconds"] = h.seconds;
-        head["permute_seconds"] = h.permute_seconds;
-        head["cluster_seconds"] = h.cluster_seconds;
-        head["plan_seconds"] = h.plan_seconds;
+        head.update(to_dict(head_fields(h, candidates)));
         heads.append(head);
       }
       warmup = warmup || layer.warmup;

@@ -76,6 +76,7 @@ const MethodEntry& radial_method() {
                           "frames thin out, with the distance between frames",
                .row_order = "frame-major",
                .spec = true,
+               .spec_syntax = "radial:GEOM,decay=D|density=S[,block=B][,sink]",
                .candidates = true,
                .mask_names = kNames},
       .parse = parse,

@@ -91,6 +91,7 @@ const MethodEntry& sta_method() {
                           "one window per head routed among one per temporal extent",
                .row_order = "tile-major",
                .spec = true,
+               .spec_syntax = "sta:GEOM[,tile=TTxTHxTW],window=KTxKHxKW",
                .candidates = true},
       .parse = parse,
       .candidates = sta_for_density,
