@@ -140,6 +140,7 @@ std::vector<BadCase> bad_cases() {
        [inf](Call& c) { c.options.scale = std::nextafter(kernel_limits::kMaxScale, inf); },
        {"scale"}},
       {"scale_3e38", [](Call& c) { c.options.scale = 3e38f; }, {"scale"}},
+      {"threads_past_max", [](Call& c) { c.options.threads = kMaxThreads + 1; }, {"threads"}},
       {"nan_in_q", [nan](Call& c) { c.q.set(1, 99, 63, nan); }, {"q"}},
       {"inf_in_k", [inf](Call& c) { c.k.set(0, 0, 0, -inf); }, {"k"}},
       {"nan_in_v", [nan](Call& c) { c.v.set(1, 64, 5, nan); }, {"v"}},

@@ -7,6 +7,7 @@
 
 #include "kernel/forward_params.h"
 #include "tilesplash/kernel_limits.h"
+#include "tilesplash/threading.h"
 
 namespace tilesplash::kernel {
 namespace {
@@ -88,8 +89,10 @@ ForwardParams make_forward_params(const TilePlan& plan, const AttentionArgs& arg
   if (!kernel_limits::valid_block_q(blocks.block_q)) {
     fail("plan block_q must be " + kernel_limits::block_q_rule() + ", got " + str(blocks.block_q));
   }
-  if (options.threads < 0)
-    fail("threads must be >= 0 (0 = the context's threads), got " + str(options.threads));
+  if (options.threads < 0 || options.threads > kMaxThreads) {
+    fail("threads must be in [0, " + str(kMaxThreads) + "] (0 = the context's threads), got " +
+         str(options.threads));
+  }
 
   ForwardParams params;
   params.plan = &plan;
