@@ -44,7 +44,7 @@ from ._attention import attention
 from ._mask import as_mask
 from ._merge import merge_attention
 from ._threading import check_context
-from ._tensors import check_int, check_layout, check_qkv, check_scale
+from ._tensors import MAX_THREADS, check_int, check_layout, check_qkv, check_scale
 
 DEFAULT_TIMEOUT = 600.0
 """Seconds any one collective may wait for the other ranks (the `timeout` default)."""
@@ -82,8 +82,12 @@ def head_range(heads: int, rank: int, world: int) -> tuple[int, int]:
     A balanced contiguous split: every rank gets floor(H / P) or ceil(H / P)
     heads, in rank order; with P > H some ranks get none. Global head index =
     begin + local index, which is what per-head decisions (routing, per-head
-    masks) must be keyed on to match one process.
+    masks) must be keyed on to match one process. Needs heads >= 0, world >= 1
+    and 0 <= rank < world.
     """
+    world = check_int(world, "world", 1)
+    rank = check_int(rank, "rank", 0, maximum=world - 1)
+    heads = check_int(heads, "heads", 0)
     return rank * heads // world, (rank + 1) * heads // world
 
 
@@ -219,7 +223,7 @@ def _check_local(q, k, v, mask, layout, scale, threads, who) -> _Call:
     check_qkv(q, k, v, layout)
     mask = as_mask(mask)
     scale = check_scale(scale)
-    threads = check_int(threads, "threads", 0)
+    threads = check_int(threads, "threads", 0, maximum=MAX_THREADS)
     qb, kb, vb = (_as_bnhd(x, layout) for x in (q, k, v))
     if tuple(kb.shape[:3]) != tuple(qb.shape[:3]) or tuple(vb.shape[:3]) != tuple(qb.shape[:3]):
         raise ValueError(
