@@ -4,6 +4,8 @@ video geometry."""
 from __future__ import annotations
 
 from . import _core
+from ._dist.agreement import PER_RANK
+from ._dist.group import check_timeout
 from ._mask import Mask
 from ._methods import check_method, method_names
 from ._threading import check_context, core_of
@@ -91,6 +93,7 @@ class VideoAttention:
                  text_full=True, density_budget=None, dense_layers=0, dense_steps=0, samples=64,
                  seed=0, force=None, threads=0, block_q=None, block_kv=None, scale=None,
                  context=None, group=None, timeout=None):
+        arguments = dict(locals())  # with a group, all but the PER_RANK ones must agree
         if not isinstance(geometry, _core.VideoGeometry):
             raise TypeError(f"geometry: expected a tilesplash.VideoGeometry, got "
                             f"{type(geometry).__name__}")
@@ -112,8 +115,16 @@ class VideoAttention:
             *check_blocks(block_q, block_kv), check_scale(scale),
             core_of(check_context(context)))
         self._group = group
-        self._timeout = timeout
+        self._timeout = check_timeout(timeout)
         self._last_heads = None  # with a group: the global heads [begin, end) of the last call
+        # What ranks of a group must agree on: the arguments, and what the
+        # library made of them (the band, the candidates' masks).
+        self._agreed = {f"VideoAttention.{name}": value for name, value in arguments.items()
+                        if name not in PER_RANK}
+        self._agreed["VideoAttention band (resolved)"] = self.band
+        self._agreed["VideoAttention candidates"] = tuple(
+            (name, density, str(self._core.mask(name))) for name, density in self.candidates)
+        self._calls_since_reset = 0  # svg2 warm-starts from the calls since reset_clusters()
 
     @property
     def group(self):
@@ -185,8 +196,20 @@ class VideoAttention:
 
     def reset_clusters(self) -> None:
         """svg2: forget the clusters of earlier calls (a new video); the next call clusters
-        every head from scratch."""
+        every head from scratch. With a group, every rank resets before the same call."""
         self._core.reset_clusters()
+        self._calls_since_reset = 0
+
+    def _agreement(self) -> dict:
+        """Everything of this object that changes a call's result, by name, which the
+        ranks of a group compare on every call: the constructor's arguments but the
+        PER_RANK ones, the band and candidates the library made of them, and for
+        svg2 (whose clusters warm-start from earlier calls) the calls since
+        reset_clusters()."""
+        agreed = dict(self._agreed)
+        if self.method == "svg2":
+            agreed["VideoAttention calls since reset_clusters()"] = self._calls_since_reset
+        return agreed
 
     def __call__(self, q, k, v, layer=0, step=0, layout="bnhd", return_lse=False):
         """Attention of every head of q, k, v ([.., tokens, ..] in `layout`, tokens =
@@ -215,7 +238,9 @@ class VideoAttention:
 
             return group_forward(self, self._group, self._timeout, q, k, v, layer, step, layout,
                                  return_lse)
-        return self._forward_local(q, k, v, layer, step, layout, return_lse)
+        result = self._forward_local(q, k, v, layer, step, layout, return_lse)
+        self._calls_since_reset += 1
+        return result
 
     def _forward_local(self, q, k, v, layer, step, layout, return_lse):
         kind = check_qkv(q, k, v, layout)

@@ -29,8 +29,10 @@ def ring_attention(q, k, v, *, mask="dense", layout="bnhd", group=None, scale=No
     bf16 / f16: each step's output is rounded to the dtype before the merge,
     so the result may differ from one process by a rounding of that dtype.
     """
+    arguments = dict(locals())  # every argument but the PER_RANK ones must agree across ranks
     who = "tilesplash.distributed.ring_attention"
-    ctx, call, shards = start(q, k, v, mask, layout, scale, threads, group, timeout, who, context)
+    ctx, call, shards = start(q, k, v, mask, layout, scale, threads, group, timeout, who, context,
+                              arguments)
     threads = call.threads
     if ctx.size == 1 or shards.total == 0:
         return single(call, return_lse, threads, context)

@@ -27,7 +27,6 @@ for self-attention; ``WanTransformer3DModel`` only): see
 from __future__ import annotations
 
 import copy
-import datetime
 import numbers
 
 try:
@@ -38,6 +37,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 
 import tilesplash
 
+from .. import _dist
 from ._processors import ModelKind, model_kinds
 from ._runtime import Runtime, Settings, summarize, summary_table
 from ._sequence_parallel import SequenceParallel
@@ -115,7 +115,7 @@ class TilesplashHandle:
             raise ValueError(f"tilesplash: {self._kind.name} was called without hidden_states or timestep")
         video = self._kind.video_shape(module, hidden_states)
         if self._sequence is not None:
-            self._sequence.begin_forward(video, timestep)
+            self._sequence.begin_forward(video, timestep, self._runtime.settings, module, bound)
         self._runtime.begin_forward(video, timestep)
         return None
 
@@ -278,17 +278,9 @@ def _non_negative_int(value, name: str, maximum: int = _INT64_MAX) -> int:
 
 
 def _timeout(value):
-    """None, a timedelta or seconds, > 0 and finite (what the collectives accept)."""
-    if value is None:
-        return None
-    seconds = value.total_seconds() if isinstance(value, datetime.timedelta) else value
-    if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real):
-        raise TypeError(f"tilesplash.diffusers.enable: timeout must be None, seconds or a "
-                        f"timedelta; got {type(value).__name__}")
-    if not 0 < seconds < float("inf"):
-        raise ValueError(f"tilesplash.diffusers.enable: timeout must be a finite number of "
-                         f"seconds > 0 (or None); got {value!r}")
-    return value
+    """None, seconds or a timedelta in (0, 365 days], rounded up to whole milliseconds
+    (c10d reads 0 ms as no timeout); checked with or without a group."""
+    return _dist.check_timeout(value)
 
 
 def _positive_int(value, name: str) -> int:
