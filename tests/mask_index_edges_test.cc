@@ -20,7 +20,7 @@
 #include "tilesplash/radial.h"
 #include "tilesplash/sta.h"
 #include "tilesplash/video.h"
-#include "video/video_nodes.h"
+#include "methods/band/video_nodes.h"
 
 namespace tilesplash {
 namespace {
