@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from functools import cached_property, lru_cache, partial
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -93,28 +94,54 @@ class Router:
         self._within = _within_budget(densities, density_budget)
         self._least_dense = int(np.argmin(densities))
 
-    def __call__(self, q, k, v, layer: int = 0, step: int = 0) -> Routing:
-        g = self.front.geometry
-        n = g.tokens
-        for name, x in (("q", q), ("k", k), ("v", v)):
-            if len(getattr(x, "shape", ())) != 3 or x.shape[1] != n:
-                raise ValueError(f"{name}: expected [heads, {n}, d] (the geometry's tokens), got "
-                                 f"shape {tuple(getattr(x, 'shape', ()))}")
-        if k.shape[:2] != q.shape[:2] or v.shape[:2] != q.shape[:2] or k.shape[2] != q.shape[2]:
-            raise ValueError(f"k, v: expected the heads and tokens of q {tuple(q.shape)}, got "
-                             f"{tuple(k.shape)} and {tuple(v.shape)}")
+    def samples(self, layer: int = 0, step: int = 0, device=None) -> Samples:
+        """The host's part, which depends only on (seed, layer, step): the sampled
+        rows and every candidate's mask on them (bit-packed), on `device`."""
+        n = self.front.geometry.tokens
         rows = self.front.sampled_rows(check_int(layer, "layer", 0), check_int(step, "step", 0))
         keep = np.stack([m.rows(rows, n) for m in self.masks])
         packed = np.packbits(keep, axis=-1, bitorder="little")
+        return Samples(jax.device_put(rows.astype(np.int32), device),
+                       jax.device_put(packed, device), rows)
+
+    def decide(self, q, k, v, samples: Samples):
+        """The device's part, traceable (jit, scan): (index int32 [heads], mse
+        float32 [heads, candidates]) for q, k, v [heads, N, d]."""
+        check_heads(q, k, v, self.front.geometry.tokens)
         scale = self.scale if self.scale is not None else 1.0 / math.sqrt(q.shape[-1])
-        device = _device_of(q)
-        rows_d, packed_d = (jax.device_put(x, device) for x in (rows.astype(np.int32), packed))
-        mse = _sampled_mse(q, k, v, rows_d, packed_d, n=n, scale=float(scale))
+        mse = _sampled_mse(q, k, v, samples.rows, samples.keep, n=self.front.geometry.tokens,
+                           scale=float(scale))
         if self._within.any():
             index = jnp.argmin(jnp.where(jnp.asarray(self._within), mse, jnp.inf), axis=1)
         else:
             index = jnp.full((q.shape[0],), self._least_dense)
-        return Routing(index.astype(jnp.int32), mse, self.names, rows, g)
+        return index.astype(jnp.int32), mse
+
+    def __call__(self, q, k, v, layer: int = 0, step: int = 0) -> Routing:
+        check_heads(q, k, v, self.front.geometry.tokens)
+        samples = self.samples(layer, step, device_of(q))
+        index, mse = self.decide(q, k, v, samples)
+        return Routing(index, mse, self.names, samples.host_rows, self.front.geometry)
+
+
+class Samples(NamedTuple):
+    """A router's sampled rows (int32 [r]) and candidate masks on them (uint8
+    [candidates, r, ceil(N / 8)], bit-packed little-endian) on the device, and
+    the rows on the host."""
+
+    rows: jax.Array
+    keep: jax.Array
+    host_rows: np.ndarray
+
+
+def check_heads(q, k, v, n: int) -> None:
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if len(getattr(x, "shape", ())) != 3 or x.shape[1] != n:
+            raise ValueError(f"{name}: expected [heads, {n}, d] (the geometry's tokens), got "
+                             f"shape {tuple(getattr(x, 'shape', ()))}")
+    if k.shape[:2] != q.shape[:2] or v.shape[:2] != q.shape[:2] or k.shape[2] != q.shape[2]:
+        raise ValueError(f"k, v: expected the heads and tokens of q {tuple(q.shape)}, got "
+                         f"{tuple(k.shape)} and {tuple(v.shape)}")
 
 
 def _within_budget(densities: np.ndarray, budget) -> np.ndarray:
@@ -124,7 +151,7 @@ def _within_budget(densities: np.ndarray, budget) -> np.ndarray:
     return densities <= budget * (1.0 + 1e-12)
 
 
-def _device_of(x):
+def device_of(x):
     devices = getattr(x, "devices", None)
     if callable(devices):
         found = devices()

@@ -32,7 +32,7 @@ from .._video import VideoAttention
 from ._kernel import check_kernel_blocks, kernel_output, make_kernel, scaled, splash_attention
 from ._mask_info import build_stacked_info
 from ._plans import mask_tiles
-from ._route import Router, token_major_permutation
+from ._route import Router, Routing, device_of, token_major_permutation
 from ._sink import sink_tiles
 from ._tiles import TileSet
 
@@ -47,9 +47,12 @@ class VideoSplashAttention:
     (block_kv a multiple of 128, block_q of 8); scale: default 1/sqrt(d);
     interpret=True runs Pallas' interpreter (CPU).
 
-    Call it with q, k, v [heads, N, d] jax arrays in the original frame-major
-    order (N = geometry.tokens): returns (out [heads, N, d_v], routing), where
-    routing is a tilesplash.jax.Routing, or None for warm-up and forced calls.
+    Call it with q, k, v [heads, N, d] (or [batch, heads, N, d]) jax arrays in
+    the original frame-major order (N = geometry.tokens): returns (out, routing),
+    out like q with v's head dim, routing a tilesplash.jax.Routing (per batch
+    entry and head, batch-major), or None for warm-up and forced calls. Inside
+    jax.jit or lax.scan, where layer and step are not known on the host, call
+    attend(q, k, v, samples) with samples(layer, step) made outside.
     """
 
     def __init__(self, geometry, *, method="svg", density=0.25, band=None, sink=False,
@@ -82,34 +85,73 @@ class VideoSplashAttention:
         return self.front.mask(choice)
 
     def __call__(self, q, k, v, layer=0, step=0):
+        """(out, routing) for this layer and denoising step; routing is None for
+        warm-up (dense) and forced calls."""
         layer = check_int(layer, "layer", 0)
         step = check_int(step, "step", 0)
+        if self.force == "dense" or layer < self.dense_layers or step < self.dense_steps:
+            return self.attend(q, k, v, None)[0], None
+        if self.force is not None:
+            # Committed to q's device like a router's index, so it hits the same compiled call.
+            heads = int(np.prod(q.shape[:-2]))
+            index = jax.device_put(np.full(heads, self.router.names.index(self.force), np.int32),
+                                   device_of(q))
+            return self._heads(self._routed, q, k, v, index), None
+        samples = self.samples(layer, step, device_of(q))
+        out, index, mse = self.attend(q, k, v, samples)
+        return out, Routing(index.reshape(-1), mse.reshape(-1, mse.shape[-1]), self.router.names,
+                            samples.host_rows, self.geometry)
+
+    def samples(self, layer: int, step: int, device=None):
+        """What routing needs from the host for (layer, step): the sampled rows
+        and the candidates' masks on them, as device arrays (Router.samples)."""
+        return self.router.samples(layer, step, device)
+
+    def attend(self, q, k, v, samples):
+        """Traceable (jit, lax.scan over layers): (out, index, mse) for q, k, v
+        [heads, N, d] or [batch, heads, N, d]. samples: from samples(layer,
+        step), or None for dense (warm-up; index and mse are then None). index
+        int32 and mse float32 have q's leading axes ([.., candidates] for mse)."""
+        if samples is None:
+            return self._heads(lambda q, k, v: self._dense_kernel()(q, k, v), q, k, v), None, None
+        self._check(q, k, v)
+        lead = q.shape[:-2]
+        q3, k3, v3 = (x.reshape(-1, *x.shape[-2:]) for x in (q, k, v))
+        index, mse = self.router.decide(q3, k3, v3, samples)
+        out = self._routed(q3, k3, v3, index)
+        return (out.reshape(*lead, *out.shape[-2:]), index.reshape(lead),
+                mse.reshape(*lead, mse.shape[-1]))
+
+    def _heads(self, run, q, k, v, *args):
+        """run on [heads, N, d] with a batch axis folded into the heads."""
+        self._check(q, k, v)
+        out = run(*(x.reshape(-1, *x.shape[-2:]) for x in (q, k, v)), *args)
+        return out.reshape(*q.shape[:-2], *out.shape[-2:])
+
+    def _check(self, q, k, v):
         n = self.geometry.tokens
         for name, x in (("q", q), ("k", k), ("v", v)):
-            if len(getattr(x, "shape", ())) != 3 or x.shape[1] != n:
-                raise ValueError(f"{name}: expected [heads, {n}, d] (the geometry's tokens), got "
-                                 f"shape {tuple(getattr(x, 'shape', ()))}")
-        if self.force == "dense" or layer < self.dense_layers or step < self.dense_steps:
-            return self._dense_kernel()(q, k, v), None
-        if self.force is not None:
-            index = jnp.full((q.shape[0],), self.router.names.index(self.force), jnp.int32)
-            routing = None
-        else:
-            routing = self.router(q, k, v, layer, step)
-            index = routing.index
-        return self._routed(q, k, v, index), routing
+            if len(getattr(x, "shape", ())) not in (3, 4) or x.shape[-2] != n:
+                raise ValueError(f"{name}: expected [heads, {n}, d] or [batch, heads, {n}, d] "
+                                 f"(the geometry's tokens), got shape "
+                                 f"{tuple(getattr(x, 'shape', ()))}")
+        if k.shape[:-1] != q.shape[:-1] or v.shape[:-1] != q.shape[:-1]:
+            raise ValueError(f"k, v: expected the batch, heads and tokens of q {tuple(q.shape)}, "
+                             f"got {tuple(k.shape)} and {tuple(v.shape)}")
 
     def _dense_kernel(self):
         if self._dense is None:
             n = self.geometry.tokens
-            self._dense = splash_attention(Mask.dense(), n, block_q=self.block_q,
-                                           block_kv=self.block_kv, scale=self.scale,
-                                           interpret=self.interpret)
+            with jax.ensure_compile_time_eval():
+                self._dense = splash_attention(Mask.dense(), n, block_q=self.block_q,
+                                               block_kv=self.block_kv, scale=self.scale,
+                                               interpret=self.interpret)
         return self._dense
 
     def _routed(self, q, k, v, index):
         if self._stacked is None:
-            self._stacked = self._build()
+            with jax.ensure_compile_time_eval():  # concrete even when first called in a trace
+                self._stacked = self._build()
         arrays, static = self._stacked
         scale = self.scale if self.scale is not None else 1.0 / math.sqrt(q.shape[-1])
         return _routed_forward(arrays, index, q, k, v, scale=scale, **static)
