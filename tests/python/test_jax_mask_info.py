@@ -77,7 +77,8 @@ def video_masks(g):
 
 GENERIC = [Mask.dense(), Mask.causal(), Mask.causal(-9), Mask.causal(20), Mask.local(9, 30),
            Mask.local(None, 7, offset=3), Mask.local(5, None), Mask.chunked(24),
-           Mask.random(0.3, 7), Mask.local(16, 16) & Mask.causal(), Mask.chunked(8) | Mask.local(0, 40)]
+           Mask.random(0.3, 7), Mask.local(16, 16) & Mask.causal(),
+           Mask.chunked(8) | Mask.local(0, 40)]
 
 BLOCKS = [(16, 32), (32, 128), (64, 64), (8, 40), (24, 16)]
 

@@ -52,7 +52,7 @@ def mask_info(masks, q_len, kv_len=None, *, block_q, block_kv) -> MaskInfo:
     return _mask_info(masks, *check_lengths(q_len, kv_len, block_q, block_kv))
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=16)  # a per-head MaskInfo at 302,400 tokens is tens of MB
 def _mask_info(masks, q_len, kv_len, block_q, block_kv) -> MaskInfo:
     return build_mask_info([mask_tiles(m, q_len, kv_len, block_q, block_kv) for m in masks],
                            MaskInfo)

@@ -60,6 +60,9 @@ class Routing:
 def token_major_permutation(geometry) -> tuple[np.ndarray, np.ndarray]:
     """(permutation, inverse): video token (f, p) moves from f * P + p to p * F + f
     (after any text before it); text rows stay in place."""
+    if not isinstance(geometry, _core.VideoGeometry):
+        raise TypeError(f"geometry: expected a tilesplash.VideoGeometry, got "
+                        f"{type(geometry).__name__}")
     return _permutation(str(geometry))
 
 
