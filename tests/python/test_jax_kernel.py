@@ -129,3 +129,23 @@ def test_bad_arguments_are_named():
         attend(x, jnp.zeros((2, 64, 32)), x)
     with pytest.raises(TypeError, match="q: expected a jax.Array"):
         attend([1, 2], x, x)
+
+
+def test_svg2_cluster_masks_per_head():
+    # Sparse VideoGen 2 clusters every head on tilesplash's CPU; its per-head
+    # masks then run on Splash's kernel as a per-head MaskInfo.
+    g = VideoGeometry(4, 4, 6, text=8, text_at="before")
+    n, heads = g.tokens, 3
+    q, k, v = inputs(np.random.default_rng(6), heads, n, "f32")
+    layer = tilesplash.VideoAttention(g, method="svg2", density=0.3)
+    native, report = layer(q[None], k[None], v[None], layout="bhnd")
+    assert {h["choice"] for h in report["heads"]} == {"svg2"}
+    masks = [layer.head_mask(h) for h in range(heads)]
+    attend = tsj.splash_attention(masks, n, block_q=32, block_kv=128, interpret=True)
+    out, lse = attend(*(jnp.asarray(x) for x in (q, k, v)), return_lse=True)
+    for h, mask in enumerate(masks):
+        check(np.asarray(out[h]), np.asarray(lse[h]), q[h], k[h], v[h],
+              mask.rows(np.arange(n), n), "f32")
+    vmax = float(np.abs(v).max())
+    np.testing.assert_allclose(np.asarray(out), native[0], rtol=0,
+                               atol=2 * tolerance("f32") * vmax)
