@@ -126,6 +126,24 @@ class TilePlan:
     def kinds(self) -> np.ndarray:
         return self._plan.kinds()
 
+    def block_sparse(self) -> dict:
+        """The plan as flat block-sparse arrays, what a GPU kernel takes (FlexAttention's
+        BlockMask, Splash's MaskInfo, FlashInfer's BSR):
+
+        "full_offsets" int64 [q_blocks + 1], "full_indices" int32: the kv-block indices
+        of q-block i's full tiles are full_indices[full_offsets[i]:full_offsets[i + 1]],
+        ascending; "partial_offsets", "partial_indices" likewise for partial tiles, and
+        "partial_ids" int32 each partial tile's index into "bits", the deduplicated
+        bitmask table, uint64 [distinct_partial, block_q, words_per_row] (bit j of word
+        w of row r keeps query q0 + r and key k0 + 64 w + j; zero outside a ragged
+        tile's in-range part; a read-only view of the plan's own memory). Also
+        "q_len", "kv_len", "block_q", "block_kv", "q_blocks", "kv_blocks",
+        "words_per_row". Empty tiles are in neither list.
+        """
+        arrays = self._plan.block_sparse()
+        arrays["bits"].setflags(write=False)  # the plan's memory (an empty table is a fresh array)
+        return arrays
+
     def __repr__(self) -> str:
         s = self.stats()
         return (f"TilePlan({s['mask']!r}, {s['q_len']} x {s['kv_len']}, tiles "
@@ -134,8 +152,13 @@ class TilePlan:
 
 
 def plan(mask, q_len, kv_len=None, block_q=256, block_kv=256, *, q_offset=0, kv_offset=0,
-         q_total=None, kv_total=None) -> TilePlan:
+         q_total=None, kv_total=None, original_order=False) -> TilePlan:
     """The tile plan of `mask` (SPEC or Mask) over q_len x kv_len (default q_len).
+
+    By default a temporal video mask is planned as what its heads run (its band in
+    token-major order) and an sta mask in tile-major order; original_order=True
+    plans the mask exactly as given on the original token order instead (what a
+    backend running the mask without permuting rows needs).
 
     With q_offset / kv_offset (and q_total / kv_total, as in attention()), the
     plan of the window [q_offset, q_offset + q_len) x [kv_offset, kv_offset +
@@ -147,9 +170,10 @@ def plan(mask, q_len, kv_len=None, block_q=256, block_kv=256, *, q_offset=0, kv_
     block_q = check_int(block_q, "block_q", 1)
     block_kv = check_int(block_kv, "block_kv", 1)
     kv_len = q_len if kv_len is None else kv_len
+    original_order = check_bool(original_order, "original_order")
     window = window_args(q_len, kv_len, q_offset, kv_offset, q_total, kv_total)
     core_mask = window_core(mask, q_len, kv_len, window)
-    return TilePlan(_core.plan(core_mask, q_len, kv_len, block_q, block_kv), mask,
+    return TilePlan(_core.plan(core_mask, q_len, kv_len, block_q, block_kv, original_order), mask,
                     window if window[2] else None)
 
 

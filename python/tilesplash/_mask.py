@@ -130,6 +130,21 @@ class Mask:
         """Whether the pair (q, k) is kept."""
         return self._core.keeps(check_int(q, "q", _INT64_MIN), check_int(k, "k", _INT64_MIN))
 
+    def rows(self, rows, kv_len: int, q_len: int | None = None):
+        """The mask on a few query rows: numpy bool [len(rows), kv_len], entry [i, k]
+        = keeps(rows[i], k). rows: integer indices in [0, q_len) (q_len defaults to
+        kv_len; a video mask needs both equal to its token count). For a router on
+        another backend: the sampled rows' masks, without a plan."""
+        import numpy as np
+
+        kv_len = check_int(kv_len, "kv_len", 1)
+        q_len = kv_len if q_len is None else check_int(q_len, "q_len", 1)
+        indices = np.asarray(rows)
+        if indices.ndim != 1 or not (indices.size == 0 or np.issubdtype(indices.dtype, np.integer)):
+            raise TypeError(f"rows: expected a 1-d sequence of integer indices, got "
+                            f"{indices.dtype} with shape {indices.shape}")
+        return self._core.rows(np.ascontiguousarray(indices, dtype=np.int64), q_len, kv_len)
+
     def classify(self, rows, cols) -> int:
         """Exact kind of the block rows x cols, each a (begin, end) pair of indices:
         0 no pair kept, 1 some, 2 all (empty ranges give 0). O(1) for the

@@ -162,6 +162,30 @@ class VideoAttention:
             head -= begin
         return Mask(self._core.head_mask(head))
 
+    def sampled_rows(self, layer=0, step=0):
+        """The query rows (sorted video token indices, numpy int64) the router samples at
+        this layer and step, shared by every head: what a router on another backend
+        samples to make the same decisions."""
+        return self._core.sampled_rows(check_int(layer, "layer", 0), check_int(step, "step", 0))
+
+    def candidate_run(self, name: str) -> dict:
+        """How the candidate `name` executes, for a backend that runs it itself: "name",
+        "density", "mask" (on the original order), "order" (numpy int64: run position r
+        holds original row order[r]; None for the original order) and "order_name",
+        "run_mask" (the mask over run-order indices), "kv_order" (K and V's own order,
+        svg2 only; None: as "order") and "extra" (None, or the separate key segment
+        merged through the log-sum-exps, e.g. the first-frame sink: {"mask": over
+        run-order queries x j, "first", "count", "stride"}: keys first + j * stride in
+        run order)."""
+        if not isinstance(name, str):
+            raise TypeError(f"name: expected a candidate's name, got {type(name).__name__}")
+        run = self._core.candidate_run(name)
+        run["mask"] = Mask(run["mask"])
+        run["run_mask"] = Mask(run["run_mask"])
+        if run["extra"] is not None:
+            run["extra"]["mask"] = Mask(run["extra"]["mask"])
+        return run
+
     def reset_clusters(self) -> None:
         """svg2: forget the clusters of earlier calls (a new video); the next call clusters
         every head from scratch."""

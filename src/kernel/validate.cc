@@ -25,6 +25,10 @@ void check_view(const char* name, const View& view) {
     fail(std::string(name) + ".dim must be " + kernel_limits::head_dim_rule() + ", got " +
          str(view.dim));
   }
+  if (view.device.type != DeviceType::kCpu) {
+    fail(std::string(name) + ".device must be cpu (the cpu backend reads host memory), got " +
+         to_string(view.device));
+  }
   if (view.data == nullptr) fail(std::string(name) + ".data must not be null");
   if (view.row_stride < view.dim) {
     fail(std::string(name) + ".row_stride must be >= dim (" + str(view.dim) + "), got " +
