@@ -55,7 +55,7 @@ ROUTED_CASES = {  # name: (frames, height, width, block, heads)
     "routed-720p": (21, 45, 80, 432, 40),
 }
 RUNNER_CASES = {"runner-720p": (21, 45, 80, 512, 40), "runner-1440p": (21, 90, 160, 512, 40)}
-SPATIAL_HEADS = 13  # of 40: Sparse VideoGen's ~30% spatial / ~70% temporal
+SPATIAL_SHARE = 13 / 40  # Sparse VideoGen's ~30% spatial / ~70% temporal heads
 
 
 def band_half_width(n: int, density: float) -> int:
@@ -72,10 +72,14 @@ def band_half_width(n: int, density: float) -> int:
     return min((lo, max(lo - 1, 0)), key=lambda w: (abs(share(w) - density), w))
 
 
+def spatial_heads(heads: int) -> int:
+    return round(heads * SPATIAL_SHARE)
+
+
 def head_pattern(heads: int) -> list[str]:
-    """Spatial heads spread over the layer, the rest temporal."""
-    return ["spatial" if (h * SPATIAL_HEADS) % heads < SPATIAL_HEADS else "temporal"
-            for h in range(heads)]
+    """spatial_heads(heads) spatial heads spread over the layer, the rest temporal."""
+    count = spatial_heads(heads)
+    return ["spatial" if (h * count) % heads < count else "temporal" for h in range(heads)]
 
 
 # ---------------------------------------------------------------- children
@@ -232,7 +236,7 @@ def describe(case: str) -> tuple[str, int, str]:
     if case in ROUTED_CASES:
         frames, height, width, block, heads = ROUTED_CASES[case]
         return (f"routed {heads}-head layer, Wan SVG + sink, 25% "
-                f"({SPATIAL_HEADS} spatial / {heads - SPATIAL_HEADS} temporal)",
+                f"({spatial_heads(heads)} spatial / {heads - spatial_heads(heads)} temporal)",
                 frames * height * width, str(block))
     frames, height, width, block, heads = RUNNER_CASES[case]
     return ("VideoSplashAttention plans (spatial + temporal runs, sink segment)",

@@ -87,7 +87,7 @@ def test_one_shared_mask_runs_on_the_shrunk_grid_with_grouped_heads():
     q = rng.standard_normal((4, n, D)).astype(np.float32)
     k, v = (rng.standard_normal((2, kv, D)).astype(np.float32) for _ in range(2))
     out, lse = attend(jnp.asarray(q), jnp.asarray(k), jnp.asarray(v), return_lse=True)
-    keep = mask.rows(np.arange(n), kv)
+    keep = mask.rows(np.arange(n), kv, n)
     for h in range(4):  # heads 0, 1 share kv head 0; heads 2, 3 kv head 1
         check(np.asarray(out[h]), np.asarray(lse[h]), q[h], k[h // 2], v[h // 2], keep, "f32")
 

@@ -6,8 +6,9 @@ same mask handed to Splash as a NumpyMask (zero-padded to whole blocks when
 the lengths are ragged): block kinds, next-block indices, partial-block ids
 and the partial blocks, dtypes included. Splash's own computable masks
 (FullMask, CausalMask, LocalMask, ChunkedCausalMask) give the same kinds and
-next indices. Also: per-head lists, the sink segment's tiles against brute
-force, errors, and that `import tilesplash` never imports JAX.
+next indices. The routed runner's run-order masks (sta tile-major) and sink
+segments are among the masks. Also: per-head lists, errors, and that
+`import tilesplash` never imports JAX.
 """
 
 from __future__ import annotations
@@ -28,14 +29,14 @@ from jax.experimental.pallas.ops.tpu.splash_attention import (  # noqa: E402
     splash_attention_mask as splash_mask,
     splash_attention_mask_info as splash_info,
 )
-from tilesplash import Mask, VideoGeometry  # noqa: E402
+from tilesplash import Mask, VideoAttention, VideoGeometry  # noqa: E402
 
 G = VideoGeometry(3, 4, 8, text=16, text_at="after")  # 112 tokens
 G_BEFORE = VideoGeometry(4, 3, 5, text=9, text_at="before")  # 69 tokens
 
 
 def keep_matrix(mask, q_len, kv_len):
-    return mask.rows(np.arange(q_len), kv_len)
+    return mask.rows(np.arange(q_len), kv_len, q_len)
 
 
 def padded(keep, block_q, block_kv):
@@ -75,6 +76,19 @@ def video_masks(g):
     ]
 
 
+def run_masks(g):
+    """What the routed runner plans: each candidate's run-order mask and its sink
+    segment (queries x frame-0 keys), as tilesplash's front door runs them."""
+    layer = VideoAttention(g, method="mix", density=0.4, sink=True)
+    out = []
+    for name, _ in layer.candidates:
+        run = layer.candidate_run(name)
+        out.append((run["run_mask"], g.tokens, g.tokens))
+        if run["extra"] is not None:
+            out.append((run["extra"]["mask"], g.tokens, run["extra"]["count"]))
+    return out
+
+
 GENERIC = [Mask.dense(), Mask.causal(), Mask.causal(-9), Mask.causal(20), Mask.local(9, 30),
            Mask.local(None, 7, offset=3), Mask.local(5, None), Mask.chunked(24),
            Mask.random(0.3, 7), Mask.local(16, 16) & Mask.causal(),
@@ -88,6 +102,7 @@ def test_every_family_equals_process_mask(block_q, block_kv):
     cases = [(m, G.tokens, G.tokens) for m in GENERIC + video_masks(G)]
     cases += [(m, G_BEFORE.tokens, G_BEFORE.tokens) for m in video_masks(G_BEFORE)]
     cases += [(m, 96, 160) for m in GENERIC] + [(m, 130, 64) for m in GENERIC[:6]]
+    cases += run_masks(G) + run_masks(G_BEFORE)
     for mask, q_len, kv_len in cases:
         keep = keep_matrix(mask, q_len, kv_len)
         if not keep.any():
@@ -151,33 +166,6 @@ def test_golden_causal_plan():
     assert not info.block_mask.flags.writeable  # cached: shared between callers
 
 
-@pytest.mark.parametrize("geometry", [G, G_BEFORE, VideoGeometry(5, 3, 8)])
-@pytest.mark.parametrize("stride_kind", ["frame-major", "token-major"])
-def test_sink_segment_tiles_against_brute_force(geometry, stride_kind):
-    from tilesplash.jax._sink import sink_tiles
-    from tilesplash.jax._tiles import unpack_rows
-
-    n, frames, per_frame = geometry.tokens, geometry.frames, geometry.tokens_per_frame
-    begin = geometry.text_tokens if geometry.text_at == "before" else 0
-    stride = 1 if stride_kind == "frame-major" else frames
-    q = np.arange(n)[:, None]
-    j = np.arange(per_frame)[None, :]
-    video = (q >= begin) & (q < begin + frames * per_frame)
-    for band in (0, 1, 3, 11, 40):
-        keep = video & ~(np.abs(q - begin - j * stride) <= band)
-        for block_q, block_kv in ((8, 8), (16, 64), (4, 16), (32, 128)):
-            tiles = sink_tiles(begin, frames, per_frame, band, stride, n, block_q, block_kv)
-            full = padded(keep, block_q, block_kv)
-            got = np.zeros_like(full)
-            for r, c, kind, i in zip(tiles.rows, tiles.cols, tiles.kinds, tiles.ids):
-                block = (slice(r * block_q, (r + 1) * block_q),
-                         slice(c * block_kv, (c + 1) * block_kv))
-                got[block] = True if kind == 2 else unpack_rows(tiles.table[i], block_kv)
-                assert kind == 2 or 0 < got[block].sum() < block_q * block_kv
-            assert np.array_equal(got, full), (band, block_q, block_kv)
-            assert len({t.tobytes() for t in tiles.table}) == len(tiles.table)  # deduplicated
-
-
 def test_bad_arguments_are_named():
     with pytest.raises(TypeError, match="mask"):
         tsj.mask_info(3, 64, block_q=16, block_kv=16)
@@ -200,5 +188,23 @@ def test_import_tilesplash_never_imports_jax():
             "assert not any(m.split('.')[0] in ('jax', 'jaxlib') for m in sys.modules)\n"
             "import tilesplash.jax\n"
             "assert 'jax' in sys.modules\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+
+
+def test_tilesplash_jax_without_jax_says_how_to_install():
+    code = ("import importlib.abc, sys\n"
+            "class Block(importlib.abc.MetaPathFinder):\n"
+            "    def find_spec(self, name, path, target=None):\n"
+            "        if name.split('.')[0] in ('jax', 'jaxlib'):\n"
+            "            raise ImportError(name + ' is blocked')\n"
+            "sys.meta_path.insert(0, Block())\n"
+            "import tilesplash\n"
+            "try:\n"
+            "    import tilesplash.jax\n"
+            "except ImportError as error:\n"
+            "    assert \"pip install 'tilesplash[jax]'\" in str(error), error\n"
+            "else:\n"
+            "    raise AssertionError('imported without JAX')\n")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr

@@ -78,6 +78,8 @@ def test_route_makes_tilesplash_choices_on_the_planted_workload(geometry, option
 def test_token_major_permutation():
     g = VideoGeometry(3, 2, 4, text=5, text_at="before")
     permutation, inverse = tsj.token_major_permutation(g)
+    run = VideoAttention(g, sink=True).candidate_run("temporal")
+    assert run["order_name"] == "token-major" and np.array_equal(run["order"], permutation)
     frames, per_frame, begin = 3, 8, 5
     for run, original in enumerate(permutation):
         if begin <= run < begin + frames * per_frame:
@@ -107,6 +109,8 @@ def test_routed_heads_equal_the_reference_of_their_mask(geometry):
     out, routing = layer(*(jnp.asarray(x) for x in (q, k, v)))
     assert list(routing.choices) == KINDS
     assert np.array_equal(routing.token_major, [c == "temporal" for c in KINDS])
+    assert routing.run_orders == tuple("token-major" if c == "temporal" else "original"
+                                       for c in KINDS)
     check_heads(out, q, k, v, [layer.mask(c) for c in routing.choices])
     # Every choice pattern runs the same compiled function (choices are data).
     from tilesplash.jax._video import _routed_forward

@@ -32,16 +32,18 @@ class Routing:
     index: int32 jax.Array [heads] (into `candidates`, on the arrays' device);
     mse: float32 jax.Array [heads, len(candidates)], each candidate's sampled
     MSE against dense; choices: the names per head (a host copy of index);
-    token_major: bool [heads], the heads that run in token-major order
-    (temporal); permutation / inverse: int64 [N], x_token_major =
+    run_orders: the row order each head's choice runs in ("original",
+    "token-major" for temporal, "tile-major" for sta); token_major: bool
+    [heads]; permutation / inverse: int64 [N], x_token_major =
     x[:, permutation], x = x_token_major[:, inverse] (text rows stay); rows:
     the sampled query rows.
     """
 
-    def __init__(self, index, mse, candidates, rows, geometry):
+    def __init__(self, index, mse, candidates, orders, rows, geometry):
         self.index = index
         self.mse = mse
         self.candidates = tuple(candidates)
+        self._orders = tuple(orders)
         self.rows = rows
         self.permutation, self.inverse = token_major_permutation(geometry)
 
@@ -50,8 +52,12 @@ class Routing:
         return tuple(self.candidates[i] for i in np.asarray(self.index))
 
     @property
+    def run_orders(self) -> tuple[str, ...]:
+        return tuple(self._orders[self.candidates.index(c)] for c in self.choices)
+
+    @property
     def token_major(self) -> np.ndarray:
-        return np.array([c == "temporal" for c in self.choices], bool)
+        return np.array([o == "token-major" for o in self.run_orders], bool)
 
     def __repr__(self) -> str:
         return f"Routing({list(self.choices)})"
@@ -93,6 +99,7 @@ class Router:
         self.names = tuple(name for name, _ in candidates)
         densities = np.array([d for _, d in candidates])
         self.masks = tuple(front.mask(name) for name in self.names)
+        self.orders = tuple(front.candidate_run(name)["order_name"] for name in self.names)
         self.scale = scale
         self._within = _within_budget(densities, density_budget)
         self._least_dense = int(np.argmin(densities))
@@ -124,7 +131,8 @@ class Router:
         check_heads(q, k, v, self.front.geometry.tokens)
         samples = self.samples(layer, step, device_of(q))
         index, mse = self.decide(q, k, v, samples)
-        return Routing(index, mse, self.names, samples.host_rows, self.front.geometry)
+        return Routing(index, mse, self.names, self.orders, samples.host_rows,
+                       self.front.geometry)
 
 
 class Samples(NamedTuple):

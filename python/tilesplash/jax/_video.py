@@ -2,22 +2,25 @@
 
 Per call (a layer at a denoising step): route every head in jax.numpy
 (_route.py), then run all heads in one Splash kernel call. Each candidate
-runs in its own order, as in tilesplash's front door: temporal heads are
-permuted to token-major order, where their mask is the band that spatial
-heads run in frame-major order, and the first-frame sink is a key segment
-of its own (frame 0's keys appended after the sequence, _sink.py). Other
-candidates (radial, sta) run their mask on the original order.
+runs as tilesplash's front door runs it (VideoAttention.candidate_run):
+in its own row order (temporal heads token-major, where their mask is the
+band that spatial heads run in frame-major order; sta heads tile-major),
+with its run-order mask, and with the first-frame sink as a key segment of
+its own (frame 0's keys appended after the sequence; in token-major order
+they are every F-th key and would make every tile of the band partial).
 
-Plans are built once per candidate: its tiles as a shrunk Splash grid, all
-candidates' partial blocks numbered together (build_stacked_info). A layer's
-MaskInfo is the entries of its heads' choices gathered on the device, and
-the token-major permutation is a per-head gather too, so every choice
-pattern runs the same compiled function with no host round trip between
-routing and attention. Warm-up calls (and force="dense") run a dense kernel.
+Plans are built once per candidate: its tiles (sequence and segment side by
+side) as a shrunk Splash grid, all candidates' partial blocks numbered
+together (build_stacked_info). A call's MaskInfo is the entries of its heads'
+choices gathered on the device, and each head's row order is a gather too,
+so every choice pattern runs the same compiled function with no host round
+trip between routing and attention. Warm-up calls (and force="dense") run a
+dense kernel.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from functools import partial
 
@@ -32,8 +35,7 @@ from .._video import VideoAttention
 from ._kernel import check_kernel_blocks, kernel_output, make_kernel, scaled, splash_attention
 from ._mask_info import build_stacked_info
 from ._plans import mask_tiles
-from ._route import Router, Routing, device_of, token_major_permutation
-from ._sink import sink_tiles
+from ._route import Router, Routing, device_of
 from ._tiles import TileSet
 
 
@@ -73,7 +75,10 @@ class VideoSplashAttention:
         self.dense_layers, self.dense_steps = dense_layers, dense_steps
         self.force = force
         self.router = Router(self.front, density_budget, self.scale)
-        self._runs = [_candidate_run(self.geometry, m) for m in self.router.masks]
+        self._runs = [self.front.candidate_run(name) for name in self.router.names]
+        if any(run["kv_order"] is not None for run in self._runs):
+            raise ValueError(f"method: {method!r} has candidates with their own key order, "
+                             "which VideoSplashAttention does not run")
         self._stacked = None  # built on the first routed call
         self._dense = None
 
@@ -100,7 +105,7 @@ class VideoSplashAttention:
         samples = self.samples(layer, step, device_of(q))
         out, index, mse = self.attend(q, k, v, samples)
         return out, Routing(index.reshape(-1), mse.reshape(-1, mse.shape[-1]), self.router.names,
-                            samples.host_rows, self.geometry)
+                            self.router.orders, samples.host_rows, self.geometry)
 
     def samples(self, layer: int, step: int, device=None):
         """What routing needs from the host for (layer, step): the sampled rows
@@ -157,60 +162,45 @@ class VideoSplashAttention:
         return _routed_forward(arrays, index, q, k, v, scale=scale, **static)
 
     def _build(self):
-        g, bq, bkv = self.geometry, self.block_q, self.block_kv
-        n = g.tokens
-        with_sink = any(run[2] is not None for run in self._runs)
-        tiles = []
-        for mask, _, sink_stride, band in self._runs:
-            main = mask_tiles(mask, n, n, bq, bkv)
-            if with_sink:
-                if sink_stride is None:
-                    segment = _empty_tiles(main.q_blocks, -(-g.tokens_per_frame // bkv), bq, bkv)
+        """Every candidate's run (order, run-order mask, key segment) as tiles of
+        one stacked grid, and the per-candidate gathers; see the module doc."""
+        n, bq, bkv = self.geometry.tokens, self.block_q, self.block_kv
+        extras = [run["extra"] for run in self._runs]
+        segment_len = max((extra["count"] for extra in extras if extra), default=0)
+        segment_blocks = -(-segment_len // bkv)
+        tiles, orders, segment_keys = [], [], []
+        for run, extra in zip(self._runs, extras):
+            main = mask_tiles(run["run_mask"], n, n, bq, bkv)
+            orders.append(np.arange(n) if run["order"] is None else run["order"])
+            if segment_blocks:
+                if extra is None:
+                    segment = _empty_tiles(main.q_blocks, segment_blocks, bq, bkv)
+                    keys = np.zeros(segment_len, np.int64)  # never kept
                 else:
-                    segment = sink_tiles(_video_begin(g), g.frames, g.tokens_per_frame,
-                                         band, sink_stride, n, bq, bkv)
+                    # A shorter segment keeps nothing past its keys (zero bits, empty tiles).
+                    segment = dataclasses.replace(
+                        mask_tiles(extra["mask"], n, extra["count"], bq, bkv),
+                        kv_blocks=segment_blocks)
+                    keys = extra["first"] + extra["stride"] * np.arange(segment_len)
+                    keys[extra["count"]:] = extra["first"]
+                segment_keys.append(keys)
                 main = TileSet.concat([main, segment])
             tiles.append(main)
         block_mask, data_next, mask_next, partial_blocks = build_stacked_info(tiles)
-        permutation, inverse = token_major_permutation(g)
+        orders = np.stack(orders).astype(np.int32)
+        inverse = np.empty_like(orders)
+        np.put_along_axis(inverse, orders, np.arange(n, dtype=np.int32)[None, :], axis=1)
         arrays = {
             "block_mask": jnp.asarray(block_mask), "data_next": jnp.asarray(data_next),
             "mask_next": None if mask_next is None else jnp.asarray(mask_next),
             "partial": None if partial_blocks is None else jnp.asarray(partial_blocks),
-            "token_major": jnp.asarray(np.array([run[1] for run in self._runs], bool)),
-            "permutation": jnp.asarray(permutation.astype(np.int32)),
-            "inverse": jnp.asarray(inverse.astype(np.int32)),
+            "order": jnp.asarray(orders), "inverse": jnp.asarray(inverse),
+            "segment_keys": jnp.asarray(np.stack(segment_keys).astype(np.int32))
+            if segment_blocks else None,
         }
-        static = {
-            "block_q": bq, "block_kv": bkv, "interpret": self.interpret,
-            "main_len": tiles[0].kv_blocks * bkv if not with_sink else
-            (tiles[0].kv_blocks - -(-g.tokens_per_frame // bkv)) * bkv,
-            "sink": (_video_begin(g), g.tokens_per_frame) if with_sink else None,
-        }
+        static = {"block_q": bq, "block_kv": bkv, "interpret": self.interpret,
+                  "main_len": -(-n // bkv) * bkv, "segment_len": segment_blocks * bkv}
         return arrays, static
-
-
-def _candidate_run(geometry, mask: Mask):
-    """(mask to plan in run order, runs token-major, sink segment stride or None,
-    band of the sink segment)."""
-    spec = str(mask)
-    kind, _, rest = spec.partition(":")
-    if kind in ("spatial", "temporal"):
-        items = rest.split(",")
-        band = next((int(x[5:]) for x in items if x.startswith("band=")), None)
-        sink, text_full = "sink" in items, "text_full" in items
-        make = Mask.spatial if kind == "spatial" else Mask.temporal
-        if band is not None and make(geometry, band, sink=sink, text_full=text_full) == mask:
-            # In its run order either kind is the band (text area included) ...
-            run_mask = Mask.spatial(geometry, band, text_full=text_full)
-            # ... and the sink, frame 0's keys, is a segment of its own.
-            stride = (1 if kind == "spatial" else geometry.frames) if sink else None
-            return run_mask, kind == "temporal", stride, band
-    return mask, False, None, None
-
-
-def _video_begin(geometry) -> int:
-    return geometry.text_tokens if geometry.text_at == "before" else 0
 
 
 def _empty_tiles(q_blocks, kv_blocks, block_q, block_kv) -> TileSet:
@@ -220,34 +210,30 @@ def _empty_tiles(q_blocks, kv_blocks, block_q, block_kv) -> TileSet:
 
 
 @partial(jax.jit, static_argnames=("scale", "block_q", "block_kv", "interpret", "main_len",
-                                   "sink"))
+                                   "segment_len"))
 def _routed_forward(arrays, index, q, k, v, *, scale, block_q, block_kv, interpret, main_len,
-                    sink):
-    heads, n, _ = q.shape
+                    segment_len):
+    n = q.shape[1]
     info = MaskInfo(
         data_next=arrays["data_next"][index], block_mask=arrays["block_mask"][index],
         mask_next=None if arrays["mask_next"] is None else arrays["mask_next"][index],
         partial_mask_blocks=arrays["partial"], q_sequence=None)
     kernel = make_kernel(info, block_q, block_kv, interpret)
-    # Token-major heads gather their rows; the others keep theirs.
-    token_major = arrays["token_major"][index]
-    rows = jnp.where(token_major[:, None], arrays["permutation"][None, :],
-                     jnp.arange(n, dtype=jnp.int32)[None, :])
-    back = jnp.where(token_major[:, None], arrays["inverse"][None, :],
-                     jnp.arange(n, dtype=jnp.int32)[None, :])
+    # Each head gathers its rows into its candidate's run order, and back.
+    rows, back = arrays["order"][index], arrays["inverse"][index]
 
-    def run_order(x):
-        return jnp.take_along_axis(x, rows[:, :, None], axis=1)
+    def gather(x, where):
+        return jnp.take_along_axis(x, where[:, :, None], axis=1)
 
-    q_run = jnp.pad(scaled(run_order(q), scale), ((0, 0), (0, -n % block_q), (0, 0)))
-    k_run = jnp.pad(run_order(k), ((0, 0), (0, main_len - n), (0, 0)))
-    v_run = jnp.pad(run_order(v), ((0, 0), (0, main_len - n), (0, 0)))
-    if sink is not None:
-        begin, per_frame = sink
-        pad = -per_frame % block_kv
-        k_run = jnp.concatenate(
-            [k_run, jnp.pad(k[:, begin:begin + per_frame], ((0, 0), (0, pad), (0, 0)))], axis=1)
-        v_run = jnp.concatenate(
-            [v_run, jnp.pad(v[:, begin:begin + per_frame], ((0, 0), (0, pad), (0, 0)))], axis=1)
-    out, _ = kernel_output(kernel, q_run, k_run, v_run, n)
-    return jnp.take_along_axis(out, back[:, :, None], axis=1)
+    q_run = jnp.pad(scaled(gather(q, rows), scale), ((0, 0), (0, -n % block_q), (0, 0)))
+    k_run, v_run = gather(k, rows), gather(v, rows)
+    k_all = jnp.pad(k_run, ((0, 0), (0, main_len - n), (0, 0)))
+    v_all = jnp.pad(v_run, ((0, 0), (0, main_len - n), (0, 0)))
+    if segment_len:
+        # The key segment (the sink): run-order keys first + j * stride, appended.
+        keys = arrays["segment_keys"][index]
+        pad = ((0, 0), (0, segment_len - keys.shape[1]), (0, 0))
+        k_all = jnp.concatenate([k_all, jnp.pad(gather(k_run, keys), pad)], axis=1)
+        v_all = jnp.concatenate([v_all, jnp.pad(gather(v_run, keys), pad)], axis=1)
+    out, _ = kernel_output(kernel, q_run, k_all, v_all, n)
+    return gather(out, back)
