@@ -146,9 +146,6 @@ def test_attend_under_jit_with_a_batch_axis():
     assert list(routing.choices) == KINDS + KINDS[::-1]
     for b, (qb, kb, vb) in enumerate((first, second)):
         check_heads(out[b], qb, kb, vb, [layer.mask(c) for c in routing.choices[5 * b:5 * b + 5]])
-    dense, none, _ = layer.attend(q, k, v, None)
-    assert none is None
-    check_heads(dense[1], *second, [tilesplash.Mask.dense()] * 5)
 
 
 def test_mix_candidates_without_text_full_and_warmup():
@@ -168,6 +165,9 @@ def test_mix_candidates_without_text_full_and_warmup():
     assert list(routing.choices) == [h["choice"] for h in report["heads"]]
     dense, none = layer(*(jnp.asarray(x) for x in (q, k, v)), layer=0)  # warm-up layer
     assert none is None
+    check_heads(dense, q, k, v, [tilesplash.Mask.dense()] * 4)
+    dense, index, mse = layer.attend(*(jnp.asarray(x) for x in (q, k, v)), None)
+    assert index is None and mse is None
     check_heads(dense, q, k, v, [tilesplash.Mask.dense()] * 4)
     for choice in names:  # each candidate's own run (order, sink segment) against its mask
         forced = tsj.VideoSplashAttention(geometry, method="mix", density=0.4, sink=True,
