@@ -29,8 +29,8 @@ A process_mask child that exceeds --timeout is stopped and reported as "> T s".
 Usage (quiet machine; process_mask alone takes minutes at 302,400 tokens and
 on the routed layer):
 
-    .venv/bin/python bench/splash_plans.py --markdown
-    .venv/bin/python bench/splash_plans.py --cases band-8192,band-32768 --timeout 300
+    PYTHONPATH=build/python .venv/bin/python bench/splash_plans.py --timeout 3600
+    PYTHONPATH=build/python .venv/bin/python bench/splash_plans.py --cases band-8192,band-32768
 """
 
 from __future__ import annotations
@@ -259,7 +259,6 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=1800.0,
                         help="seconds a process_mask child may run (default 1800)")
     parser.add_argument("--json", help="also write the results to this file")
-    parser.add_argument("--markdown", action="store_true", help="(the table is markdown anyway)")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
