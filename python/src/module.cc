@@ -3,8 +3,11 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <cmath>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <variant>
 
 #include "bindings.h"
 #include "tilesplash/attention.h"
@@ -65,6 +68,30 @@ std::string str_arg(nb::handle value, const char* name) {
   return nb::cast<std::string>(value);
 }
 
+nb::dict to_dict(const Fields& fields) {
+  const auto number = [](double value) -> nb::object {
+    return std::isfinite(value) ? nb::cast(value) : nb::none();
+  };
+  nb::dict result;
+  for (const auto& [key, value] : fields) {
+    result[key.c_str()] = std::visit(
+        [&](const auto& v) -> nb::object {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, double>) {
+            return number(v);
+          } else if constexpr (std::is_same_v<T, NamedNumbers>) {
+            nb::dict named;
+            for (const auto& [name, x] : v) named[name.c_str()] = number(x);
+            return named;
+          } else {
+            return nb::cast(v);
+          }
+        },
+        value);
+  }
+  return result;
+}
+
 LayoutArgs layout_args(const TensorDesc& q, const TensorDesc& k, const TensorDesc& v,
                        const TensorDesc& out, std::uintptr_t lse, const std::string& layout) {
   return {to_layout(layout),
@@ -97,4 +124,5 @@ NB_MODULE(_core, m) {
   python::bind_window(m);
   python::bind_merge(m);
   python::bind_clusters(m);
+  python::bind_methods(m);
 }

@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <variant>
 
 #include "bindings.h"
 #include "tilesplash/block_sparse.h"
@@ -20,13 +19,7 @@
 namespace tilesplash::python {
 namespace {
 
-nb::dict plan_stats(const MaskPlan& plan) {
-  nb::dict stats;
-  for (const auto& field : plan_fields(plan)) {
-    std::visit([&](const auto& value) { stats[field.first.c_str()] = value; }, field.second);
-  }
-  return stats;
-}
+nb::dict plan_stats(const MaskPlan& plan) { return to_dict(plan_fields(plan)); }
 
 nb::ndarray<nb::numpy, std::uint8_t, nb::ndim<2>> plan_kinds(const MaskPlan& mask_plan) {
   const TilePlan& plan = *mask_plan.plan;

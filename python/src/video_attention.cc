@@ -1,6 +1,6 @@
 // tilesplash._core.VideoAttention: the routing front door (routing.h) on the
-// caller's arrays, for any method the library names (method_attention_options:
-// svg, spatial, temporal, radial, sta, mix, svg2). Tile sizes depend on the
+// caller's arrays, for any registered method (methods.h,
+// method_attention_options). Tile sizes depend on the
 // head dim and dtype, which only a call reveals, so one library VideoAttention
 // is kept per (head dim, dtype) with choose_video_blocks() tiles unless the
 // caller fixed them, all of them on one threading context (the caller's, or
@@ -35,51 +35,18 @@
 namespace tilesplash::python {
 namespace {
 
-// "dense", or a name of what the options' heads can run: their candidates
-// (the svg pair when there are none), or svg2 with clusters.
+// options.force from `text`, checked against the library's force_names()
+// and reported in the argument's own name.
 std::optional<HeadMask> to_force(const std::optional<std::string>& text,
                                  const VideoAttentionOptions& options) {
   if (!text) return std::nullopt;
-  std::vector<std::string> names = {"dense"};
-  if (options.clusters) {
-    names.emplace_back("svg2");
-  } else if (options.candidates.empty()) {
-    names.insert(names.end(), {"spatial", "temporal"});
-  } else {
-    for (const MaskCandidate& c : options.candidates) names.push_back(c.name);
-  }
+  const std::vector<std::string> names = force_names(options);
   std::string expected;
   for (std::size_t i = 0; i < names.size(); ++i) {
     if (names[i] == *text) return HeadMask(*text);
     expected += (i == 0 ? "'" : i + 1 == names.size() ? " or '" : ", '") + names[i] + "'";
   }
   throw std::invalid_argument("force: expected " + expected + ", got '" + *text + "'");
-}
-
-// The front-door options of `method`: for "svg", today's defaults (the band
-// may be given in tokens); for the others, method_attention_options(), where
-// a band has no meaning.
-VideoAttentionOptions method_options(const std::string& method, const VideoGeometry& geometry,
-                                     double density, std::optional<std::int64_t> band, bool sink,
-                                     bool text_full) {
-  if (method == "svg") {
-    VideoAttentionOptions options;
-    options.density = density;
-    options.band = band;
-    options.sink = sink;
-    options.text_full = text_full;
-    return options;
-  }
-  if (band) {
-    throw std::invalid_argument(
-        "band: a band in tokens applies to method 'svg' only, got method '" + method +
-        "' (give density instead)");
-  }
-  geometry.validate();
-  if (!(density > 0.0 && density <= 1.0)) {
-    throw std::invalid_argument("density: must be in (0, 1], got " + std::to_string(density));
-  }
-  return method_attention_options(method, geometry, {density, sink, text_full});
 }
 
 // A row order's sources as a NumPy int64 copy; None for the identity.
@@ -116,10 +83,6 @@ nb::dict run_dict(const MaskCandidate& candidate) {
     result["extra"] = nb::none();
   }
   return result;
-}
-
-nb::object number_or_none(double value) {
-  return std::isfinite(value) ? nb::cast(value) : nb::none();
 }
 
 class PyVideoAttention {
@@ -249,22 +212,7 @@ class PyVideoAttention {
       for (const HeadReport& h : layer.heads) {
         nb::dict head;
         head["batch"] = static_cast<std::int64_t>(b);
-        head["head"] = h.head;
-        head["choice"] = std::string(to_string(h.choice));
-        head["routed"] = h.routed;
-        head["mse_spatial"] = number_or_none(h.mse_spatial);
-        head["mse_temporal"] = number_or_none(h.mse_temporal);
-        nb::dict mse;  // every candidate's, by name; empty when not routed
-        for (std::size_t c = 0; c < h.mse.size() && c < candidates.size(); ++c) {
-          mse[candidates[c].name.c_str()] = number_or_none(h.mse[c]);
-        }
-        head["mse"] = mse;
-        head["density"] = h.density;
-        head["tiles_visited"] = h.tiles_visited;
-        head["seconds"] = h.seconds;
-        head["permute_seconds"] = h.permute_seconds;
-        head["cluster_seconds"] = h.cluster_seconds;
-        head["plan_seconds"] = h.plan_seconds;
+        head.update(to_dict(head_fields(h, candidates)));
         heads.append(head);
       }
       warmup = warmup || layer.warmup;
@@ -315,8 +263,9 @@ void bind_video_attention(nb::module_& m) {
              std::optional<std::string> force, int threads, std::optional<std::int64_t> block_q,
              std::optional<std::int64_t> block_kv, std::optional<float> scale,
              PyThreadingContext* context) {
+            MethodOptions method_options{density, sink, text_full, band};
             VideoAttentionOptions options =
-                method_options(method, geometry, density, band, sink, text_full);
+                method_attention_options(method, geometry, method_options);
             options.density_budget = density_budget;
             options.warmup = {dense_layers, dense_steps};
             options.router = {samples, seed};

@@ -5,18 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
+from ._kernel_call import run_attention
 from ._mask import Mask, as_mask
-from ._threading import ThreadingContext, check_context, core_of, handle_of
+from ._threading import check_context, handle_of
 from ._window import seq_len, window_args, window_core
-from ._tensors import (
-    INT32_MAX,
-    call_arrays,
-    check_bool,
-    check_int,
-    check_layout,
-    check_qkv,
-    check_scale,
-)
+from ._tensors import INT32_MAX, check_bool, check_int, check_layout, check_qkv, check_scale
 
 
 def attention(q, k, v, *, mask="dense", layout="bhnd", scale=None, return_lse=False,
@@ -79,18 +72,6 @@ def attention(q, k, v, *, mask="dense", layout="bhnd", scale=None, return_lse=Fa
         out, lse = run_attention("numpy", q, k, v, layout, mask, scale, block_q, block_kv, threads,
                                  window, context)
     return (out, lse) if return_lse else out
-
-
-def run_attention(kind, q, k, v, layout, mask: Mask, scale, block_q, block_kv, threads,
-                  window=(0, 0, 0, 0), context: ThreadingContext | None = None):
-    """The core call on checked arguments: (out, lse), new arrays of q's kind.
-    window: from window_args(); (0, 0, 0, 0) is the whole map."""
-    core_mask = window_core(mask, seq_len(q, layout), seq_len(k, layout), window)
-    descs, lse_address, out, lse, held = call_arrays(kind, q, k, v, layout)
-    _core.attention(*descs, lse_address, layout, core_mask, scale, block_q, block_kv, threads,
-                    True, core_of(context))
-    del held  # copies of odd views stay alive until the core has returned
-    return out, lse
 
 
 class TilePlan:

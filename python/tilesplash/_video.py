@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from . import _core
 from ._mask import Mask
+from ._methods import check_method, method_names
 from ._threading import check_context, core_of
 from ._tensors import (
     INT32_MAX,
@@ -18,13 +19,14 @@ from ._tensors import (
 )
 
 
-METHODS = ("svg", "spatial", "temporal", "radial", "sta", "mix", "svg2")
+METHODS = method_names()
+"""The registered method names (tilesplash.methods()), kept for callers of this constant."""
 
 
 class VideoAttention:
     """Routed sparse attention over every head of a layer of a video model.
 
-    method chooses the masks (docs/masks.md defines each):
+    method chooses the masks, one of tilesplash.methods() (docs/masks.md defines each):
       "svg" (default): Sparse VideoGen. Each call samples `samples` video query
         rows per head, computes their exact attention under the dense, spatial
         and temporal masks, and runs the head with the mask whose output is
@@ -91,12 +93,7 @@ class VideoAttention:
         if not isinstance(geometry, _core.VideoGeometry):
             raise TypeError(f"geometry: expected a tilesplash.VideoGeometry, got "
                             f"{type(geometry).__name__}")
-        if not isinstance(method, str):
-            raise TypeError(f"method: expected one of {', '.join(map(repr, METHODS))}, got "
-                            f"{type(method).__name__}")
-        if method not in METHODS:
-            raise ValueError(f"method: expected one of {', '.join(map(repr, METHODS))}, got "
-                             f"{method!r}")
+        check_method(method)
         if force is not None and not isinstance(force, str):
             raise TypeError(f"force: expected None or a mask name ('dense', 'spatial', "
                             f"'temporal', ...), got {type(force).__name__}")

@@ -10,8 +10,8 @@
 #include <functional>
 #include <stdexcept>
 
+#include "geometry/frame_rects.h"
 #include "masks/mask_util.h"
-#include "video/frame_rects.h"
 
 namespace tilesplash::detail {
 namespace {

@@ -42,8 +42,6 @@ from ._sequence_parallel import SequenceParallel
 
 __all__ = ["enable", "TilesplashHandle", "summarize", "summary_table"]
 
-_FORCE_CHOICES = (None, "dense", "spatial", "temporal")
-_METHODS = ("svg", "spatial", "temporal", "radial", "sta", "mix", "svg2")
 
 
 class TilesplashHandle:
@@ -228,10 +226,11 @@ def _model_kind(transformer) -> ModelKind:
 
 
 def _method(value) -> str:
+    names = tuple(tilesplash.methods())
     if not isinstance(value, str):
         raise TypeError(f"tilesplash.diffusers.enable: method must be a string; got {type(value).__name__}")
-    if value not in _METHODS:
-        raise ValueError(f"tilesplash.diffusers.enable: method must be one of {', '.join(map(repr, _METHODS))}; got {value!r}")
+    if value not in names:
+        raise ValueError(f"tilesplash.diffusers.enable: method must be one of {', '.join(map(repr, names))}; got {value!r}")
     return value
 
 
@@ -279,13 +278,16 @@ def _positive_int(value, name: str) -> int:
 
 
 def _force(value, method: str) -> str | None:
-    if value is not None and not isinstance(value, str):
+    if value is None:
+        return None
+    if not isinstance(value, str):
         raise TypeError(f"tilesplash.diffusers.enable: force must be None or a string; got {type(value).__name__}")
-    if method != "svg":
-        # Candidate names depend on the geometry (sta windows): VideoAttention checks them.
+    names = ("dense",) + tuple(tilesplash.methods()[method]["mask_names"])
+    if len(names) == 1:
+        # The mask names depend on the geometry (sta windows): VideoAttention checks them.
         if value == "":
             raise ValueError("tilesplash.diffusers.enable: force must be None, 'dense' or a candidate's name; got ''")
         return value
-    if value not in _FORCE_CHOICES:
-        raise ValueError(f"tilesplash.diffusers.enable: force must be None, 'dense', 'spatial' or 'temporal'; got {value!r}")
+    if value not in names:
+        raise ValueError(f"tilesplash.diffusers.enable: force must be None or one of {', '.join(map(repr, names))}; got {value!r}")
     return value
