@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "support/layout_views.h"
 #include "support/scratch_dir.h"
 #include "support/shell.h"
 #include "tilesplash/methods.h"
@@ -177,11 +178,11 @@ TEST_F(MasksCli, AttendRunsEveryMethodOnFiles) {
     options.blocks = {128, 64};
     tilesplash::VideoAttention attention(g, options);
     tilesplash::Tensor expected = tilesplash::Tensor::zeros(tilesplash::DType::kF32, {heads, n, d});
-    const auto view = [](const tilesplash::Tensor& t, const char* name) {
-      return tilesplash::layout_view(t, tilesplash::Layout::kHND, name);
+    const auto view = [](const tilesplash::Tensor& t) {
+      return tilesplash::test::entry_of(t, tilesplash::Layout::kHND);
     };
-    attention.forward({view(qkv[0], "q"), view(qkv[1], "k"), view(qkv[2], "v"),
-                       tilesplash::mutable_layout_view(expected, tilesplash::Layout::kHND, "o")});
+    attention.forward({view(qkv[0]), view(qkv[1]), view(qkv[2]),
+                       tilesplash::test::mutable_entry_of(expected, tilesplash::Layout::kHND)});
     EXPECT_TRUE(tilesplash::read_tensor(out).data == expected.data) << method;
   }
   const auto bad = run("attend" + files + " --out " + (dir_ / "x.npy").string() +
