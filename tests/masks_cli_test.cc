@@ -176,8 +176,9 @@ TEST_F(MasksCli, AttendRunsEveryMethodOnFiles) {
   }
   const std::string files = " --q " + (dir_ / "q.npy").string() + " --k " +
                             (dir_ / "k.npy").string() + " --v " + (dir_ / "v.npy").string();
-  for (const char* method : {"radial", "sta", "mix", "svg2"}) {
-    const std::string out = (dir_ / (std::string(method) + ".npy")).string();
+  for (const tilesplash::MethodInfo& info : tilesplash::methods()) {
+    const std::string method(info.name);
+    const std::string out = (dir_ / (method + ".npy")).string();
     const auto r = run("attend" + files + " --out " + out +
                        " --route frames=6,height=4,width=8 --density 0.4 --method " + method +
                        " --block-kv 64 --quiet");
