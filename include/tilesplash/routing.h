@@ -215,6 +215,11 @@ class VideoAttention {
   // std::invalid_argument naming the argument on a mismatch.
   LayerReport forward(const AttentionArgs& args, std::int64_t layer = 0, std::int64_t step = 0);
 
+  // The query rows the router samples at this layer and step (sorted video
+  // token indices, the same for every head): what a router on another
+  // backend must sample to make the same decisions.
+  std::vector<std::int64_t> sampled_rows(std::int64_t layer, std::int64_t step) const;
+
   // The router alone: one decision per head of q, k, v (same rules as forward).
   std::vector<RouteDecision> route(const TensorView& q, const TensorView& k, const TensorView& v,
                                    std::int64_t layer = 0, std::int64_t step = 0);

@@ -57,6 +57,9 @@ class LayoutVideoAttention {
   std::int64_t band() const;
   const std::vector<MaskCandidate>& candidates() const;
   Mask mask(const HeadMask& choice) const;
+  // The query rows the router samples at this layer and step
+  // (VideoAttention::sampled_rows).
+  std::vector<std::int64_t> sampled_rows(std::int64_t layer, std::int64_t step) const;
   // svg2: the cluster mask head `head` ran in the last forward() (its last
   // batch entry); throws std::invalid_argument before any call.
   Mask head_mask(std::int64_t head) const;

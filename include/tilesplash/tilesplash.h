@@ -3,7 +3,10 @@
 #pragma once
 
 #include "tilesplash/attention.h"
+#include "tilesplash/attention_args.h"
+#include "tilesplash/backend.h"
 #include "tilesplash/batched_attention.h"
+#include "tilesplash/block_sparse.h"
 #include "tilesplash/candidates.h"
 #include "tilesplash/clusters.h"
 #include "tilesplash/evaluation.h"

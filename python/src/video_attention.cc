@@ -6,12 +6,14 @@
 // serialises calls (a front door serves one call at a time); it is taken
 // after the GIL is released, so a waiting thread never blocks the interpreter.
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -82,6 +84,42 @@ nb::dict report(const LayoutVideoAttention::Result& result,
   return out;
 }
 
+// A row order's sources as a NumPy int64 copy; None for the identity.
+nb::object order_array(const RowOrder& order) {
+  if (order.is_identity()) return nb::none();
+  const std::span<const std::int64_t> sources = order.sources();
+  auto* copy = new std::int64_t[sources.size()];
+  std::copy(sources.begin(), sources.end(), copy);
+  nb::capsule owner(copy, [](void* p) noexcept { delete[] static_cast<std::int64_t*>(p); });
+  return nb::cast(nb::ndarray<nb::numpy, std::int64_t, nb::ndim<1>>(copy, {sources.size()}, owner));
+}
+
+// How a candidate executes (candidates.h's MaskRun), for a backend that runs
+// it itself: the run order, the mask over run-order indices, the separate key
+// segment (the sink) merged through the LSEs, and K/V's own order (svg2).
+nb::dict run_dict(const MaskCandidate& candidate) {
+  const MaskRun& run = candidate.run;
+  nb::dict result;
+  result["name"] = candidate.name;
+  result["density"] = candidate.density;
+  result["mask"] = candidate.mask;
+  result["order"] = order_array(run.order);
+  result["order_name"] = std::string(run.order.name());
+  result["run_mask"] = run.mask;
+  result["kv_order"] = run.kv_order ? order_array(*run.kv_order) : nb::none();
+  if (run.extra) {
+    nb::dict extra;
+    extra["mask"] = run.extra->mask;
+    extra["first"] = run.extra->first;
+    extra["count"] = run.extra->count;
+    extra["stride"] = run.extra->stride;
+    result["extra"] = extra;
+  } else {
+    result["extra"] = nb::none();
+  }
+  return result;
+}
+
 // The library's LayoutVideoAttention, its calls serialised by a mutex taken
 // after the GIL is released (a waiting thread never blocks the interpreter).
 class PyVideoAttention {
@@ -101,6 +139,28 @@ class PyVideoAttention {
     std::vector<std::pair<std::string, double>> result;
     for (const MaskCandidate& c : attention_.candidates()) result.emplace_back(c.name, c.density);
     return result;
+  }
+
+  // How a candidate executes; throws naming the candidates for another name.
+  nb::dict candidate_run(const std::string& name) const {
+    for (const MaskCandidate& c : attention_.candidates()) {
+      if (c.name == name) return run_dict(c);
+    }
+    std::string names;
+    for (const MaskCandidate& c : attention_.candidates()) {
+      names += (names.empty() ? "'" : ", '") + c.name + "'";
+    }
+    throw std::invalid_argument(
+        "candidate_run: no candidate '" + name + "' (expected one of " +
+        (names.empty() ? std::string("none: svg2 has no candidates") : names) + ")");
+  }
+
+  nb::ndarray<nb::numpy, std::int64_t, nb::ndim<1>> sampled_rows(std::int64_t layer,
+                                                                 std::int64_t step) const {
+    auto* rows = new std::vector<std::int64_t>(attention_.sampled_rows(layer, step));
+    nb::capsule owner(rows,
+                      [](void* p) noexcept { delete static_cast<std::vector<std::int64_t>*>(p); });
+    return {rows->data(), {rows->size()}, owner};
   }
 
   Mask head_mask(std::int64_t head) {
@@ -176,6 +236,8 @@ void bind_video_attention(nb::module_& m) {
       .def_prop_ro("candidates", &PyVideoAttention::candidates)
       .def("mask", &PyVideoAttention::mask, "choice"_a)
       .def("head_mask", &PyVideoAttention::head_mask, "head"_a)
+      .def("candidate_run", &PyVideoAttention::candidate_run, "name"_a)
+      .def("sampled_rows", &PyVideoAttention::sampled_rows, "layer"_a, "step"_a)
       .def("reset_clusters", &PyVideoAttention::reset_clusters)
       .def("forward", &PyVideoAttention::forward, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "layout"_a,
            "layer"_a, "step"_a);

@@ -73,6 +73,11 @@ const std::vector<MaskCandidate>& LayoutVideoAttention::candidates() const {
 }
 Mask LayoutVideoAttention::mask(const HeadMask& choice) const { return probe_->mask(choice); }
 
+std::vector<std::int64_t> LayoutVideoAttention::sampled_rows(std::int64_t layer,
+                                                             std::int64_t step) const {
+  return probe_->sampled_rows(layer, step);
+}
+
 Mask LayoutVideoAttention::head_mask(std::int64_t head) const {
   if (last_ == nullptr) throw std::invalid_argument("head_mask: no call has run yet");
   return last_->head_mask(head);

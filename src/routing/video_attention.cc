@@ -225,6 +225,16 @@ Mask VideoAttention::head_mask(std::int64_t head) const {
 
 void VideoAttention::reset_clusters() { impl_->warm.clear(); }
 
+std::vector<std::int64_t> VideoAttention::sampled_rows(std::int64_t layer,
+                                                       std::int64_t step) const {
+  if (layer < 0 || step < 0) {
+    detail::front_door_fail("sampled_rows: layer and step must be >= 0, got layer " +
+                            std::to_string(layer) + ", step " + std::to_string(step));
+  }
+  return detail::sample_video_rows(impl_->geometry, impl_->options.router.samples,
+                                   impl_->options.router.seed, layer, step);
+}
+
 std::vector<RouteDecision> VideoAttention::route(const TensorView& q, const TensorView& k,
                                                  const TensorView& v, std::int64_t layer,
                                                  std::int64_t step) {

@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "tilesplash/methods.h"
 #include "tilesplash/output_set.h"
+#include "tilesplash/tensor_io.h"
 #include "tilesplash/version.h"
 
 namespace {
@@ -43,7 +44,9 @@ constexpr const char* kExamples =
     "and compare take --method NAME, one of the registered methods: ";
 
 int fail(int code, std::string_view message) {
-  std::cerr << "tilesplash: error: " << message << '\n';
+  // On one line whatever it quotes (a path or a SPEC with a newline, an
+  // escape sequence): printable_text escapes every control character.
+  std::cerr << "tilesplash: error: " << tilesplash::printable_text(message) << '\n';
   return code;
 }
 

@@ -26,6 +26,8 @@ for self-attention; ``WanTransformer3DModel`` only): see
 
 from __future__ import annotations
 
+import copy
+import datetime
 import numbers
 
 try:
@@ -67,7 +69,8 @@ class TilesplashHandle:
         self._runtime.steps.pin(_non_negative_int(step, "step"))
 
     def report(self) -> list[dict]:
-        """One dict per self-attention call since ``enable``, in call order.
+        """One dict per self-attention call since ``enable``, in call order: a deep
+        copy, so editing it leaves the handle's own records as they were.
 
         Keys: ``layer``, ``module`` (e.g. "blocks.3.attn1"), ``step``, ``heads`` (one dict per head: ``choice``
         "dense" / "spatial" / "temporal" / a candidate of the method such as "radial" or
@@ -75,7 +78,7 @@ class TilesplashHandle:
         ``density``, ``seconds``, ...), ``seconds`` (the whole call), ``geometry``
         and the rest of ``tilesplash.VideoAttention``'s report (method, layer timings).
         """
-        return list(self._runtime.records)
+        return copy.deepcopy(self._runtime.records)
 
     def clear_report(self) -> None:
         """Forget the calls reported so far (a long run's report grows per layer and step)."""
@@ -176,6 +179,7 @@ def enable(
         processes, ranks) with their own contexts run side by side.
     """
     kind = _model_kind(transformer)
+    timeout = _timeout(timeout)  # checked with or without a group
     sequence = None
     if process_group is not None:
         if kind.name != "WanTransformer3DModel":
@@ -194,7 +198,7 @@ def enable(
         dense_steps=_non_negative_int(dense_steps, "dense_steps"),
         force=_force(force, method),
         samples=_positive_int(samples, "samples"),
-        threads=_non_negative_int(threads, "threads"),
+        threads=_non_negative_int(threads, "threads", maximum=tilesplash._core.MAX_THREADS),
         context=_context(context),
     )
     for _, name, module in kind.attention_modules(transformer):
@@ -263,17 +267,34 @@ def _context(context):
     return context
 
 
-def _non_negative_int(value, name: str) -> int:
+_INT64_MAX = 2**63 - 1
+
+
+def _non_negative_int(value, name: str, maximum: int = _INT64_MAX) -> int:
     value = _integer(value, name)
-    if value < 0:
-        raise ValueError(f"tilesplash: {name} must be >= 0; got {value}")
+    if not 0 <= value <= maximum:
+        raise ValueError(f"tilesplash: {name} must be in [0, {maximum}]; got {value}")
+    return value
+
+
+def _timeout(value):
+    """None, a timedelta or seconds, > 0 and finite (what the collectives accept)."""
+    if value is None:
+        return None
+    seconds = value.total_seconds() if isinstance(value, datetime.timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real):
+        raise TypeError(f"tilesplash.diffusers.enable: timeout must be None, seconds or a "
+                        f"timedelta; got {type(value).__name__}")
+    if not 0 < seconds < float("inf"):
+        raise ValueError(f"tilesplash.diffusers.enable: timeout must be a finite number of "
+                         f"seconds > 0 (or None); got {value!r}")
     return value
 
 
 def _positive_int(value, name: str) -> int:
     value = _integer(value, name)
-    if value < 1:
-        raise ValueError(f"tilesplash: {name} must be >= 1; got {value}")
+    if not 1 <= value <= _INT64_MAX:
+        raise ValueError(f"tilesplash: {name} must be in [1, {_INT64_MAX}]; got {value}")
     return value
 
 
