@@ -4,7 +4,7 @@ video geometry."""
 from __future__ import annotations
 
 from . import _core
-from ._dist.agreement import PER_RANK
+from ._dist.agreement import DERIVED, PER_RANK
 from ._dist.group import check_timeout
 from ._mask import Mask
 from ._methods import check_method, method_names
@@ -121,8 +121,8 @@ class VideoAttention:
         # library made of them (the band, the candidates' masks).
         self._agreed = {f"VideoAttention.{name}": value for name, value in arguments.items()
                         if name not in PER_RANK}
-        self._agreed["VideoAttention band (resolved)"] = self.band
-        self._agreed["VideoAttention candidates"] = tuple(
+        self._agreed["VideoAttention band" + DERIVED] = self.band
+        self._agreed["VideoAttention candidates" + DERIVED] = tuple(
             (name, density, str(self._core.mask(name))) for name, density in self.candidates)
         self._calls_since_reset = 0  # svg2 warm-starts from the calls since reset_clusters()
 

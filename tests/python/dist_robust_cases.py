@@ -54,22 +54,24 @@ def _distributed(scheme, odd, **changed):
 GEOMETRY = (4, 4, 4)  # 64 video tokens
 
 
-def _video(odd, changed, calls=((0, 0),), between=None, call_changed=None):
-    """VideoAttention(group=); the odd rank builds with `changed` on top (a
-    "geometry" entry: its (frames, height, width)), or calls with
-    `call_changed`, or runs `between` on its object between calls."""
+def _video(odd, changed, calls=((0, 0),), between=None, call_changed=None, base=None):
+    """VideoAttention(group=) with `base` on top of the defaults; the odd rank
+    builds with `changed` on top (a "geometry" entry: its (frames, height,
+    width)), or calls with `call_changed`; between calls every rank runs
+    between(its object, odd)."""
     def call(rank, world):
         import torch.distributed as dist
 
-        kwargs = dict(method="svg", density=0.25, samples=8, threads=1, timeout=60)
+        kwargs = {**dict(method="svg", density=0.25, samples=8, threads=1, timeout=60),
+                  **(base or {})}
         if odd:
             kwargs.update(changed)
         geometry = tilesplash.VideoGeometry(*kwargs.pop("geometry", GEOMETRY))
         layer_attention = tilesplash.VideoAttention(geometry, group=dist.group.WORLD, **kwargs)
         q, k, v = _qkv(rank, world)
         for i, (layer, step) in enumerate(calls):
-            if i and odd and between is not None:
-                between(layer_attention)
+            if i and between is not None:
+                between(layer_attention, odd)
             extra = call_changed if (odd and call_changed) else {}
             layer_attention(q, k, v, **{"layer": layer, "step": step, **extra})
     return call
@@ -119,9 +121,14 @@ DISAGREEMENTS = {
     "video layer": (lambda odd: _video(odd, {}, call_changed=dict(layer=1)), "layer"),
     "video return_lse": (lambda odd: _video(odd, {}, call_changed=dict(return_lse=True)),
                          "return_lse"),
-    "video svg2 reset": (lambda odd: _video(odd, dict(method="svg2"), calls=((0, 0), (0, 1)),
-                                            between=lambda a: a.reset_clusters()),
-                         "calls since reset_clusters()"),
+    "video svg2 reset": (lambda odd: _video(
+        odd, {}, base=dict(method="svg2"), calls=((0, 0), (0, 1)),
+        between=lambda a, odd: a.reset_clusters() if odd else None),
+        "calls since reset_clusters()"),
+    # Every rank resets before the same call (the odd one twice): the same clusters.
+    "video svg2 reset everywhere": (lambda odd: _video(
+        odd, {}, base=dict(method="svg2"), calls=((0, 0), (0, 1)),
+        between=lambda a, odd: [a.reset_clusters() for _ in range(1 + odd)]), None),
     "video same": (lambda odd: _video(odd, dict(threads=2, timeout=30)), None),
     "diffusers density": (lambda odd: _diffusers(odd, dict(density=0.3)), "enable.density"),
     "diffusers inputs": (lambda odd: _diffusers(odd, input_seed=2), "input hidden_states"),

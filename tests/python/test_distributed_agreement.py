@@ -55,10 +55,15 @@ def test_ranks_that_disagree_all_raise_naming_what_differs(name):
 
 def test_a_disagreement_shows_every_rank_s_value():
     per_rank = disagreement_run()
-    # The argument first, then what the library made of it (the band, the candidates).
+    # The argument, not what the library made of it (the band, the candidates).
     _, message = per_rank[0]["video density"]
-    assert "same VideoAttention.density, VideoAttention band (resolved)" in message, message
-    assert "VideoAttention.density: [0.25, 0.25, 0.3];" in message, message
+    assert message.endswith(
+        "every rank must pass the same VideoAttention.density; by rank: [0.25, 0.25, 0.3]"), (
+        message)
+    # Several fields: each with its values; values with ", " in them quoted.
+    _, message = per_rank[2]["diffusers inputs"]
+    assert "same input hidden_states, input encoder_hidden_states; by rank: " in message
+    assert "input hidden_states: ['tensor(1, 4, 6, 16, 16) float32 " in message, message
     # One field: the short form.
     _, message = per_rank[1]["ulysses scale"]
     assert message.endswith("every rank must pass the same scale; by rank: [None, None, 0.5]"), (

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from .. import _core
+from .._mask import Mask
 from .._tensors import torch_module
 from .group import Group, torch_modules
 
@@ -30,8 +31,12 @@ PER_RANK = frozenset({"self", "q", "k", "v", "group", "timeout", "threads", "con
 handle of the group, how long it waits and the threads it runs on (results
 do not depend on the thread count). Every other argument must be equal."""
 
+DERIVED = " (derived)"
+"""The end of the name of a field that follows from others (a band the library
+resolved from the density): named in an error only when no other field differs."""
+
 DIGEST_WORDS = 2  # int64 words of the digest (128 bits)
-_SHOWN = 60  # characters of a value an error message shows
+_SHOWN = 80  # characters of a value an error message shows (its start and its end)
 
 
 def describe(value) -> str:
@@ -42,8 +47,6 @@ def describe(value) -> str:
     digest of their bytes, containers item by item. Objects of other types
     are described by their type alone.
     """
-    from .._mask import Mask
-
     if value is None or isinstance(value, bool):
         return repr(value)
     if isinstance(value, numbers.Integral):
@@ -127,12 +130,15 @@ def gather_objects(ctx: Group, what: str, obj) -> list:
 def check_same(ctx: Group, digests: list[list[int]], description: Mapping[str, str]) -> None:
     """Raises ValueError on every rank when the ranks' digests differ, naming each
     field that differs and its value on every rank (a second all_gather, of the
-    descriptions, taken only then). `digests`: every rank's digest words."""
+    descriptions, taken only then; DERIVED fields only when nothing else
+    differs). `digests`: every rank's digest words."""
     if all(d == digests[0] for d in digests):
         return
     everyone = gather_objects(ctx, "the descriptions of the call", dict(description))
     fields = list(dict.fromkeys(name for d in everyone for name in d))  # in the callers' order
     differ = [name for name in fields if len({d.get(name) for d in everyone}) > 1]
+    given = [name for name in differ if not name.endswith(DERIVED)]
+    differ = given or differ  # what follows from a differing argument is shown only alone
     shown = "; ".join(f"{name}: [{', '.join(_shown(d.get(name)) for d in everyone)}]"
                       for name in differ)
     if len(differ) == 1:  # the short form: "... the same heads; by rank: [4, 4, 3]"
@@ -144,7 +150,12 @@ def check_same(ctx: Group, digests: list[list[int]], description: Mapping[str, s
 def _shown(text: str | None) -> str:
     if text is None:
         return "(none)"
-    return text if len(text) <= _SHOWN else text[:_SHOWN - 3] + "..."
+    if ", " in text:  # quoted, so that the list's commas stay the list's
+        text = repr(text)
+    if len(text) <= _SHOWN:
+        return text
+    # The end too: digests and the last terms of a long SPEC are where values differ.
+    return text[:_SHOWN // 2] + "..." + text[-(_SHOWN // 2 - 3):]
 
 
 def agree(ctx: Group, what: str, description: Mapping[str, str]) -> None:
