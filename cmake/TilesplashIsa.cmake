@@ -53,6 +53,8 @@ if(TILESPLASH_EMULATE_AVX512)
   endif()
   list(APPEND TILESPLASH_ISA_DEFINITIONS TILESPLASH_EMULATE_AVX512=1)
   message(STATUS "tilesplash: avx512 targets EMULATED through SIMDe (test-only build)")
+else()
+  list(APPEND TILESPLASH_ISA_DEFINITIONS TILESPLASH_EMULATE_AVX512=0)
 endif()
 
 # Gives each *_<target>.cc its flags and drops those of targets not compiled here.
