@@ -7,8 +7,10 @@
 //   TEST_P(KMeansPerTarget, MatchesThePlainReference) { ... GetParam() is the target ... }
 //   TILESPLASH_INSTANTIATE_FOR_TARGETS(KMeansPerTarget);
 //
-// Tests that already take a case parameter use TargetCaseTest<Case> with
-// ::testing::Combine(::testing::ValuesIn(compiled_targets()), cases).
+// Tests that already take a case parameter derive from TargetCaseTest<Case>
+// and instantiate with TILESPLASH_INSTANTIATE_CASES_FOR_TARGETS(prefix, Suite,
+// cases): each case on every target, the targets of one case consecutively,
+// named "<case name>_<target>".
 #pragma once
 
 #include <gtest/gtest.h>
@@ -37,10 +39,10 @@ class TargetTest : public ::testing::TestWithParam<std::string> {
 };
 
 template <typename Case>
-class TargetCaseTest : public ::testing::TestWithParam<std::tuple<std::string, Case>> {
+class TargetCaseTest : public ::testing::TestWithParam<std::tuple<Case, std::string>> {
  protected:
-  const std::string& target() const { return std::get<0>(this->GetParam()); }
-  const Case& test_case() const { return std::get<1>(this->GetParam()); }
+  const Case& test_case() const { return std::get<0>(this->GetParam()); }
+  const std::string& target() const { return std::get<1>(this->GetParam()); }
   void SetUp() override { use_target_or_skip(target()); }
   void TearDown() override { reset_target(); }
 };
@@ -51,3 +53,11 @@ class TargetCaseTest : public ::testing::TestWithParam<std::tuple<std::string, C
   INSTANTIATE_TEST_SUITE_P(Targets, suite,                                              \
                            ::testing::ValuesIn(::tilesplash::test::compiled_targets()), \
                            [](const auto& info) { return info.param; })
+
+#define TILESPLASH_INSTANTIATE_CASES_FOR_TARGETS(prefix, suite, cases)                        \
+  INSTANTIATE_TEST_SUITE_P(                                                                   \
+      prefix, suite,                                                                          \
+      ::testing::Combine(cases, ::testing::ValuesIn(::tilesplash::test::compiled_targets())), \
+      [](const auto& info) {                                                                  \
+        return std::get<0>(info.param).name + "_" + std::get<1>(info.param);                  \
+      })
