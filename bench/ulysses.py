@@ -92,8 +92,7 @@ def rank_main(rank, world, port, shape, repeats, ring, results):
                                      for r in range(world)))
     gen = torch.Generator().manual_seed(rank)
     q, k, v = (torch.randn(1, sizes[rank], heads, HEAD_DIM, generator=gen) for _ in range(3))
-    ctx = distributed._Group(None, 7200, "bench")
-    exchange = distributed.UlyssesExchange(ctx, distributed.SequenceShards(sizes), heads)
+    exchange = distributed.ulysses_exchange(sizes[rank], heads, timeout=7200)
     # Steady state, as from the second layer on: the exchange's buffers exist.
     qh, _, _ = exchange.to_heads(q, k, v, scratch=True)
     exchange.to_sequence(qh)

@@ -22,7 +22,6 @@ import sys
 from collections import defaultdict
 
 BUDGET_SLACK = 1.25  # tools/tilesplash/compare_command.cc, kBudgetSlack
-SINGLE_FAMILIES = ("spatial", "temporal", "radial", "sta")
 
 
 def load(path):
@@ -56,8 +55,19 @@ def table(record, rows, planted, methods, targets):
     return "\n".join(lines) + "\n"
 
 
-def check(rows, planted, targets):
+def single_families(record):
+    """The methods that are one mask family (a SPEC term): what mix routes among.
+    `tilesplash compare` writes them; for older files, the registry says."""
+    if "families" in record:
+        return record["families"]
+    import tilesplash
+
+    return [name for name, info in tilesplash.methods().items() if info["spec"]]
+
+
+def check(record, rows, planted, targets):
     """Per type and target: mix's error against the best single family within the budget."""
+    families = single_families(record)
     report, worse = [], []
     for target in targets:
         mix = rows.get(("mix", target))
@@ -65,7 +75,7 @@ def check(rows, planted, targets):
             continue
         for p in planted:
             best = None
-            for family in SINGLE_FAMILIES:
+            for family in families:
                 row = rows.get((family, target), {}).get(p)
                 if row and row["density"] <= BUDGET_SLACK * target * (1 + 1e-9):
                     if best is None or row["rel_l2"] < best[1]:
@@ -147,7 +157,7 @@ def main():
             title += "\n" + args.caption
         plot(rows, planted, methods, targets, args.plot, title)
     if args.check:
-        report, worse = check(rows, planted, targets)
+        report, worse = check(record, rows, planted, targets)
         print("\n".join(report))
         print(f"mix worse than the best single family in {len(worse)} of {len(report)} cases")
         for line in worse:

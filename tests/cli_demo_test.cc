@@ -50,7 +50,7 @@ TEST(CliDemo, JsonHasTheDocumentedKeys) {
   ASSERT_EQ(json.at("heads_table").size(), 2u);
   for (const auto& head : json["heads_table"]) {
     for (const char* key :
-         {"head", "planted", "choice", "density", "sparse_ms", "dense_ms", "cosine_vs_dense"}) {
+         {"head", "planted", "choice", "density", "seconds", "dense_ms", "cosine_vs_dense"}) {
       EXPECT_TRUE(head.contains(key)) << key;
     }
     EXPECT_GT(head["density"].get<double>(), 0.0);

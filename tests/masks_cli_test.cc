@@ -15,6 +15,7 @@
 
 #include "support/scratch_dir.h"
 #include "support/shell.h"
+#include "tilesplash/methods.h"
 #include "tilesplash/routing.h"
 #include "tilesplash/tensor_io.h"
 
@@ -133,7 +134,10 @@ TEST_F(MasksCli, CompareRunsEveryMethodOnEveryPlantedType) {
 
   const auto bad = run("compare --geometry frames=2,height=2,width=2 --methods svg,svg3");
   EXPECT_EQ(bad.exit_code, 2) << bad.out;
-  EXPECT_NE(bad.out.find("unknown method 'svg3'"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("--methods: unknown method 'svg3' (expected " +
+                         tilesplash::method_list_text() + ")"),
+            std::string::npos)
+      << bad.out;
   const auto bad_type = run("compare --geometry frames=2,height=2,width=2 --planted radial");
   EXPECT_EQ(bad_type.exit_code, 2) << bad_type.out;
   EXPECT_NE(bad_type.out.find("unknown planted head type 'radial'"), std::string::npos);
@@ -183,7 +187,10 @@ TEST_F(MasksCli, AttendRunsEveryMethodOnFiles) {
   const auto bad = run("attend" + files + " --out " + (dir_ / "x.npy").string() +
                        " --route frames=6,height=4,width=8 --method svg3");
   EXPECT_EQ(bad.exit_code, 2) << bad.out;
-  EXPECT_NE(bad.out.find("unknown method 'svg3'"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("--method: unknown method 'svg3' (expected " +
+                         tilesplash::method_list_text() + ")"),
+            std::string::npos)
+      << bad.out;
 }
 
 }  // namespace

@@ -7,12 +7,14 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "support/shell.h"
+#include "tilesplash/methods.h"
 
 namespace {
 
@@ -39,8 +41,10 @@ TEST(VideoCli, RouteJsonReportsEveryHead) {
   ASSERT_EQ(json.at("heads").size(), 6u);
   EXPECT_EQ(json.at("tokens").get<int>(), 448);
   for (const auto& head : json.at("heads")) {
-    for (const char* key : {"head", "choice", "planted", "mse_spatial", "mse_temporal", "density",
-                            "sparse_ms", "dense_ms", "cosine_vs_dense"}) {
+    // The library's head report (head_fields), then route's own columns.
+    for (const char* key : {"head", "choice", "routed", "mse", "mse_spatial", "mse_temporal",
+                            "density", "tiles_visited", "seconds", "permute_seconds", "planted",
+                            "dense_ms", "cosine_vs_dense"}) {
       EXPECT_TRUE(head.contains(key)) << key;
     }
     const std::string planted = head.at("planted");
@@ -48,6 +52,13 @@ TEST(VideoCli, RouteJsonReportsEveryHead) {
       EXPECT_EQ(head.at("choice").get<std::string>(), planted);
       EXPECT_GE(head.at("cosine_vs_dense").get<double>(), 0.99);
     }
+    // Routed between the svg pair: both sampled MSEs, the choice the smaller.
+    ASSERT_TRUE(head.at("routed").get<bool>());
+    const auto& mse = head.at("mse");
+    ASSERT_EQ(mse.size(), 2u);
+    EXPECT_EQ(mse.at("spatial").get<double>(), head.at("mse_spatial").get<double>());
+    EXPECT_LE(mse.at(head.at("choice").get<std::string>()).get<double>(),
+              std::min(mse.at("spatial").get<double>(), mse.at("temporal").get<double>()));
   }
   for (const char* key : {"routing_share", "permute_share", "speedup", "band", "sparse_ms"}) {
     EXPECT_TRUE(json.contains(key)) << key;
@@ -57,8 +68,8 @@ TEST(VideoCli, RouteJsonReportsEveryHead) {
 TEST(VideoCli, RouteTableAndWarmup) {
   const Result table = run("route --geometry frames=4,height=4,width=4 --head-dim 16 --heads 2");
   ASSERT_EQ(table.exit_code, 0) << table.out;
-  for (const char* word : {"planted", "choice", "mse_spatial", "mse_temporal", "density",
-                           "sparse_ms", "routing_share", "permute_share"}) {
+  for (const char* word :
+       {"planted", "choice", "mse", "density", "sparse_ms", "routing_share", "permute_share"}) {
     EXPECT_NE(table.out.find(word), std::string::npos) << word << "\n" << table.out;
   }
   const Result warm =
@@ -71,6 +82,33 @@ TEST(VideoCli, RouteTableAndWarmup) {
     EXPECT_EQ(head.at("choice").get<std::string>(), "dense");
     EXPECT_TRUE(head.at("mse_spatial").is_null());
   }
+}
+
+// Every registered method runs through `route --method`, each head on one
+// of the method's masks, and the report names them.
+TEST(VideoCli, RouteRunsEveryRegisteredMethod) {
+  for (const tilesplash::MethodInfo& method : tilesplash::methods()) {
+    const std::string name(method.name);
+    const Result r =
+        run("route --geometry frames=7,height=8,width=8 --head-dim 16 --heads 2 "
+            "--density 0.3 --json --method " +
+            name);
+    ASSERT_EQ(r.exit_code, 0) << name << ": " << r.out;
+    const auto json = nlohmann::json::parse(r.out);
+    EXPECT_EQ(json.at("method").get<std::string>(), name);
+    for (const auto& head : json.at("heads")) {
+      const std::string choice = head.at("choice");
+      if (!method.mask_names.empty()) {
+        EXPECT_NE(std::find(method.mask_names.begin(), method.mask_names.end(), choice),
+                  method.mask_names.end())
+            << name << " chose " << choice;
+      }
+      EXPECT_EQ(head.at("routed").get<bool>(), !head.at("mse").empty()) << name;
+    }
+  }
+  const Result bad = run("route --geometry frames=2,height=2,width=2 --method radial --band 3");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.out.find("applies to method 'svg' only"), std::string::npos) << bad.out;
 }
 
 TEST(VideoCli, RouteErrorsAreBadInput) {
@@ -101,7 +139,8 @@ TEST(VideoCli, PlanOnTemporalSpecShowsThePermutedBand) {
             json.at("mask_kept_pairs").get<long>());
   const Result wrong = run("plan --mask '" + spec + "' --q-len 200");
   EXPECT_EQ(wrong.exit_code, 2);
-  EXPECT_NE(wrong.out.find("--q-len 223"), std::string::npos) << wrong.out;
+  EXPECT_NE(wrong.out.find("--q-len/--kv-len: mask temporal:"), std::string::npos) << wrong.out;
+  EXPECT_NE(wrong.out.find("must both be 223"), std::string::npos) << wrong.out;
   const Result spatial =
       run("plan --mask 'spatial:frames=6,height=5,width=7,band=40,sink' --q-len 210 --json");
   ASSERT_EQ(spatial.exit_code, 0) << spatial.out;

@@ -12,44 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "tilesplash/attention_args.h"
+#include "tilesplash/backend.h"
 #include "tilesplash/plan.h"
 #include "tilesplash/tensor.h"
 #include "tilesplash/threading.h"
 
 namespace tilesplash {
-
-enum class MaskMode : std::uint8_t {
-  kTile,     // full tiles mask-free, partial tiles bitmasked (the default)
-  kElement,  // the mask predicate evaluated on every pair of every visited tile
-  kBitmask,  // every visited tile run through the bitmask path
-};
-
-std::string_view to_string(MaskMode mode);
-std::optional<MaskMode> parse_mask_mode(std::string_view text);
-
-struct AttentionOptions {
-  std::optional<float> scale;  // softmax scale; default 1 / sqrt(head_dim); must be > 0
-  MaskMode mask_mode = MaskMode::kTile;
-  int threads = 0;  // 0: the runner's context's threads(); < 0 is rejected
-  // Reject NaN / Inf in Q, K, V and q.k that overflows f32 (std::invalid_argument
-  // naming the first row). false skips both: the caller vouches for its data.
-  bool check_finite = true;
-};
-
-// Q [heads, q_len, d], K [heads, kv_len, d], V [heads, kv_len, dv]; out
-// [heads, q_len, dv] in f32 or the input dtype; lse, when not null, receives
-// heads * q_len floats (row-major) of log-sum-exp per row (natural log, of the
-// scaled scores). A row with no kept key gives 0 and LSE = -inf.
-// d and dv: multiples of 8 up to 256; plan.blocks().block_kv: a multiple of
-// 64 up to 1024; block_q: 1 to 4096 (tilesplash/kernel_limits.h).
-// Throws std::invalid_argument naming the argument on any mismatch.
-struct AttentionArgs {
-  TensorView q;
-  TensorView k;
-  TensorView v;
-  MutableTensorView out;
-  float* lse = nullptr;
-};
 
 // Owns the grow-only workspaces (packed K/V, per-thread scratch), so repeated
 // calls do not pay for fresh memory, and runs on a ThreadingContext
@@ -57,19 +26,24 @@ struct AttentionArgs {
 // serves one call at a time; for calls side by side use one runner per
 // calling thread, each with its own context (runners sharing a context take
 // turns on its workers).
-class AttentionRunner {
+class AttentionRunner : public AttentionBackend {
  public:
   // A private context of hardware_threads() threads (workers start on the
   // first call that needs them).
   AttentionRunner();
   // Runs on `context`, which it keeps alive; null: a private one as above.
   explicit AttentionRunner(std::shared_ptr<ThreadingContext> context);
-  ~AttentionRunner();
+  ~AttentionRunner() override;
   AttentionRunner(const AttentionRunner&) = delete;
   AttentionRunner& operator=(const AttentionRunner&) = delete;
 
+  // AttentionBackend: "cpu", host memory only.
+  std::string_view name() const override { return "cpu"; }
+  std::string device_name() const override;   // CPU model and active SIMD target
+  int threads(int requested) const override;  // the context's resolve(requested)
+  bool accepts(Device device) const override { return device.type == DeviceType::kCpu; }
   void forward(const TilePlan& plan, const AttentionArgs& args,
-               const AttentionOptions& options = {});
+               const AttentionOptions& options = {}) override;
 
   const std::shared_ptr<ThreadingContext>& context() const;
 

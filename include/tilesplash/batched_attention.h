@@ -86,7 +86,7 @@ using BatchProgress = std::function<void(std::int64_t first, std::int64_t count)
 // Runs the plan on every head of every batch entry. The plan's lengths must
 // match q_len and kv_len (so both are >= 1). Same bits as one kernel call per
 // head, for any stride or thread count.
-void layout_attention(AttentionRunner& runner, const TilePlan& plan, const LayoutArgs& args,
+void layout_attention(AttentionBackend& backend, const TilePlan& plan, const LayoutArgs& args,
                       const AttentionOptions& options = {}, const BatchProgress& progress = {});
 
 struct MaskedAttentionOptions {
@@ -113,7 +113,7 @@ struct MaskedAttentionResult {
 // The mask on whole tensors: checks the arguments (and the mask's own length,
 // for video masks), takes the plan from the cache and runs it, applying the
 // zero-size rule above when a length, batch or head count is 0.
-MaskedAttentionResult masked_attention(AttentionRunner& runner, const Mask& mask,
+MaskedAttentionResult masked_attention(AttentionBackend& backend, const Mask& mask,
                                        const LayoutArgs& args,
                                        const MaskedAttentionOptions& options = {});
 

@@ -6,9 +6,10 @@
 // run-order indices, and optionally a second key segment (the first-frame sink
 // of the band masks) merged exactly through the log-sum-exps. The output rows
 // are scattered back, so a head's result is plain masked attention under the
-// candidate's mask whatever its run order. method_candidates() names the lists
-// behind each method ("svg" = spatial and temporal, "radial", "sta", "mix"),
-// so a binding passes a name, never builds masks itself.
+// candidate's mask whatever its run order. method_candidates() builds the
+// list behind each registered method (methods.h: "svg" = spatial and
+// temporal, "radial", "sta", "mix", ...), so a binding passes a name, never
+// builds masks itself.
 #pragma once
 
 #include <cstdint>
@@ -33,7 +34,8 @@ class RowOrder {
   // `source` must be a permutation of [0, source.size()); throws
   // std::invalid_argument naming the first repeated or out-of-range entry.
   RowOrder(std::vector<std::int64_t> source, std::string name);
-  // Token-major order of DESIGN §2: video (f, p) at p * F + f, text in place.
+  // Token-major order: video token (f, p) at p * F + f (the same patch of
+  // every frame side by side), text in place.
   static RowOrder token_major(const VideoGeometry& geometry);
 
   bool is_identity() const { return tables_ == nullptr; }
@@ -93,9 +95,13 @@ struct MethodOptions {
   double density = 0.25;  // target density of every candidate, in (0, 1]
   bool sink = false;      // OR the first-frame sink (Wan) into every candidate
   bool text_full = true;  // text rows and columns kept whole
+  // Method "svg" only (method_attention_options): the shared band's
+  // half-width in tokens instead of the one that meets density.
+  std::optional<std::int64_t> band = std::nullopt;
 };
 
-// The candidate list of a method, every candidate matched to options.density:
+// The candidate list of a registered method (methods.h), every candidate
+// matched to options.density:
 //   "svg"      spatial and temporal on one band (Sparse VideoGen; the default)
 //   "spatial", "temporal"  one of the two, each on its own closest band
 //   "radial"   the Radial Attention mask (radial.h), decay chosen for the
@@ -104,19 +110,21 @@ struct MethodOptions {
 //              temporal window width, each with the spatial window closest
 //              to the density; the router picks one per head (no sink, text
 //              kept whole)
-//   "mix"      all of the above: spatial and temporal (each on its own
-//              band), radial and the sta windows
+//   "mix"      the candidates of every method with a SPEC term: spatial and
+//              temporal (each on its own band), radial and the sta windows
 // Throws std::invalid_argument naming the valid methods. ("svg2" is no
 // candidate list: its masks come from each head's data, see clusters.h and
 // method_attention_options() in routing.h.)
 std::vector<MaskCandidate> method_candidates(std::string_view method, const VideoGeometry& geometry,
                                              const MethodOptions& options = {});
-// svg, spatial, temporal, radial, sta, mix
+// The registered methods with a candidate list, in registry order: svg,
+// spatial, temporal, radial, sta, mix.
 std::span<const std::string_view> method_names();
 
 // How `mask` executes when it runs alone (e.g. from a SPEC): as the front
-// door runs it for the video masks (temporal in token-major order with the
-// sink as its own segment, sta in tile-major order), everything else as it is. Throws
+// door runs it for the masks of a registered method's family (temporal in
+// token-major order with the sink as its own segment, sta in tile-major
+// order), everything else as it is. Throws
 // std::invalid_argument when a video mask's token count differs from `tokens`.
 MaskRun mask_run(const Mask& mask, std::int64_t tokens);
 

@@ -40,6 +40,9 @@ struct DenseComparison {
   LayerReport sparse;                // per head: choice, density, seconds; per layer: the totals
   std::optional<LayerReport> dense;  // the same layer with every head dense
   std::vector<double> cosine;        // per head, sparse output vs dense; empty without dense
+  // What the sparse side's heads chose among, in the order of their MSEs
+  // (for head_fields()); empty for svg2.
+  std::vector<MaskCandidate> candidates;
 };
 
 // q, k, v: [heads, tokens, d] views of one layer (attention.h rules).

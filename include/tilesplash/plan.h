@@ -69,6 +69,14 @@ class TilePlan {
 
   const PlanStats& stats() const { return stats_; }
 
+  // The whole plan as flat arrays, views into the plan (no copy, valid while
+  // it lives): what any backend reads (block_sparse.h splits them by kind).
+  // Tiles of q-block i are all_tiles()[row_offsets()[i] .. row_offsets()[i + 1]).
+  std::span<const std::int64_t> row_offsets() const { return row_offsets_; }  // num_q_blocks + 1
+  std::span<const PlanTile> all_tiles() const { return tiles_; }
+  // distinct_partial tiles of block_q x words_per_row() words, as partial_bits().
+  std::span<const std::uint64_t> partial_table() const { return partial_bits_; }
+
  private:
   explicit TilePlan(Mask mask) : mask_(std::move(mask)) {}
   friend class PlanBuilder;

@@ -62,6 +62,12 @@ double radial_block_density(const VideoGeometry& geometry, const RadialOptions& 
 double radial_decay_for_density(const VideoGeometry& geometry, double density,
                                 RadialOptions options = {});
 
+// Exactly one of a decay (finite, >= 0) or the density to meet
+// (radial_decay_for_density), the other options as given: the rule the SPEC
+// term and the bindings share. Throws std::invalid_argument("decay: ...").
+double resolve_radial_decay(const VideoGeometry& geometry, std::optional<double> decay,
+                            std::optional<double> density, const RadialOptions& options = {});
+
 // The candidate "radial": runs in the original order as it is.
 MaskCandidate radial_candidate(const VideoGeometry& geometry, const RadialOptions& options);
 

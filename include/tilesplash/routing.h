@@ -6,7 +6,8 @@
 // masks (candidates.h); the router picks per head by sampling a few video
 // query rows, computing their exact attention under the dense mask and every
 // candidate, and keeping the candidate whose output is closest to dense
-// (smallest MSE, DESIGN §6), optionally among those within a density budget.
+// (smallest MSE over the sampled rows and channels), optionally among those
+// within a density budget.
 // The default list is Sparse VideoGen's spatial and temporal pair on one band.
 // Each candidate runs in its own row order (temporal heads token-major, STA
 // tile-major) with Q/K/V permuted in and the output permuted back, plus the
@@ -29,6 +30,7 @@
 #include "tilesplash/attention.h"
 #include "tilesplash/candidates.h"
 #include "tilesplash/clusters.h"
+#include "tilesplash/fields.h"
 #include "tilesplash/plan.h"
 #include "tilesplash/threading.h"
 #include "tilesplash/video.h"
@@ -140,19 +142,39 @@ struct RouteDecision {
   double mse_temporal = 0.0;  // of "temporal"; NaN when there is none
 };
 
-// Every method a front door runs by name: method_names() (candidate lists,
-// routed per head) and "svg2" (semantic clusters per head).
+// Every registered method (methods.h) a front door runs by name:
+// method_names() (candidate lists, routed per head) and "svg2" (semantic
+// clusters per head).
 std::span<const std::string_view> attention_method_names();
 
-// The front-door options of a method, matched to options.density: "svg2"
-// sets clusters (default_cluster_options(geometry), the top_p that meets the
-// density per head, min_kc_ratio at most density / 2 so that the floor
-// leaves it room); any other name sets candidates = method_candidates().
-// The rest (warm-up, router, blocks, threads) stays default for the caller
-// to set. Throws std::invalid_argument naming the valid methods.
+// The front-door options of a registered method, matched to
+// options.density: "svg" leaves candidates empty (the front door's own
+// spatial and temporal pair, on options.band when given, else on the band
+// that meets the density); "svg2" sets clusters
+// (default_cluster_options(geometry), the top_p that meets the density per
+// head, min_kc_ratio at most density / 2 so that the floor leaves it room);
+// any other name sets candidates = method_candidates(). options.band with
+// another method than svg is an error ("band: ..."). The rest (warm-up,
+// router, blocks, threads) stays default for the caller to set. Throws
+// std::invalid_argument naming the valid methods.
 VideoAttentionOptions method_attention_options(std::string_view method,
                                                const VideoGeometry& geometry,
                                                const MethodOptions& options = {});
+
+// One head's report as named values, the one serialisation every front end
+// uses (the CLI's route, demo, attend and compare, the Python report dict):
+// head, choice, routed, mse ({candidate name: sampled MSE} in `candidates`
+// order, empty when not routed), mse_spatial and mse_temporal (of the
+// candidates so named; NaN when there is none or the head was not routed:
+// kept for callers of the Sparse VideoGen pair), density, tiles_visited,
+// seconds, permute_seconds, cluster_seconds, plan_seconds.
+Fields head_fields(const HeadReport& head, std::span<const MaskCandidate> candidates);
+
+// The names options.force may take: "dense" and the masks these options'
+// heads run (the candidates' names; the default spatial and temporal pair
+// without candidates; "svg2" with clusters). The front door rejects any
+// other name.
+std::vector<std::string> force_names(const VideoAttentionOptions& options);
 
 // Owns its kernel runner, plan cache and scratch buffers, and runs everything
 // (kernel, permutations, merges, k-means) on one ThreadingContext: its own, or
@@ -192,6 +214,11 @@ class VideoAttention {
   // the original order, any strides (AttentionArgs rules). Throws
   // std::invalid_argument naming the argument on a mismatch.
   LayerReport forward(const AttentionArgs& args, std::int64_t layer = 0, std::int64_t step = 0);
+
+  // The query rows the router samples at this layer and step (sorted video
+  // token indices, the same for every head): what a router on another
+  // backend must sample to make the same decisions.
+  std::vector<std::int64_t> sampled_rows(std::int64_t layer, std::int64_t step) const;
 
   // The router alone: one decision per head of q, k, v (same rules as forward).
   std::vector<RouteDecision> route(const TensorView& q, const TensorView& k, const TensorView& v,

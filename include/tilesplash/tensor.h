@@ -1,10 +1,13 @@
 // Non-owning views of the [heads, len, dim] tensors the kernel reads and
 // writes, with element strides so that PyTorch's [batch, heads, N, d] and
-// FlashAttention's [batch, N, heads, d] layouts can be passed without copies.
+// FlashAttention's [batch, N, heads, d] layouts can be passed without copies,
+// and the device whose memory they point into (a backend checks it can read
+// it: the CPU kernel reads host memory only; see backend.h).
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace tilesplash {
@@ -15,6 +18,18 @@ std::string_view to_string(DType dtype);
 std::optional<DType> parse_dtype(std::string_view text);  // "f32", "bf16", "f16"
 std::int64_t size_of(DType dtype);
 
+// Where a view's memory lives. kCpu is host memory; kCuda a CUDA device's
+// (index: its ordinal). The library's own kernel runs on kCpu views only.
+enum class DeviceType : std::uint8_t { kCpu, kCuda };
+
+struct Device {
+  DeviceType type = DeviceType::kCpu;
+  int index = 0;
+  friend bool operator==(const Device&, const Device&) = default;
+};
+
+std::string to_string(Device device);  // "cpu", "cuda:0"
+
 struct TensorView {
   const void* data = nullptr;
   DType dtype = DType::kF32;
@@ -23,6 +38,7 @@ struct TensorView {
   std::int64_t dim = 0;
   std::int64_t head_stride = 0;  // in elements
   std::int64_t row_stride = 0;   // in elements; elements within a row are contiguous
+  Device device{};
 
   static TensorView contiguous(const void* data, DType dtype, std::int64_t heads, std::int64_t len,
                                std::int64_t dim) {
@@ -38,6 +54,7 @@ struct MutableTensorView {
   std::int64_t dim = 0;
   std::int64_t head_stride = 0;
   std::int64_t row_stride = 0;
+  Device device{};
 
   static MutableTensorView contiguous(void* data, DType dtype, std::int64_t heads, std::int64_t len,
                                       std::int64_t dim) {

@@ -37,8 +37,9 @@ std::vector<BlockSizes> tile_candidates_for(std::int64_t q_len, std::int64_t kv_
 // What a tuned choice is valid for. Two shapes with equal keys share a cache
 // entry; any field that differs keeps them apart.
 struct TuneKey {
-  std::string cpu;  // /proc/cpuinfo "model name", or "unknown"
-  std::string isa;  // active_isa()
+  std::string backend = "cpu";  // AttentionBackend::name() (backend.h) of what ran the timings
+  std::string cpu;              // the device: /proc/cpuinfo "model name", or "unknown"
+  std::string isa;              // the backend's code path: active_isa() on the CPU
   DType dtype = DType::kF32;
   std::int64_t head_dim = 0;
   std::string mask_family;     // mask.to_string() with numbers replaced by '#'

@@ -1,9 +1,9 @@
 // Video attention: the shape of one video diffusion sequence and the masks
 // Sparse VideoGen runs on it. A VideoGeometry says where the F x (h * w) latent
 // tokens and the T text tokens sit in the sequence (frame-major video, text
-// before, after or absent); presets name the shapes of the models in DESIGN
-// §7. The spatial mask keeps a band |q - k| <= W in that frame-major order, the
-// temporal mask the same band in token-major order (the same patch of every
+// before, after or absent); presets name the shapes of the released models
+// (Wan 2.1, HunyuanVideo, CogVideoX). The spatial mask keeps a band |q - k| <= W in that
+// frame-major order, the temporal mask the same band in token-major order (the same patch of every
 // frame side by side); either can OR in the first-frame sink and the text
 // rows/columns. Every mask is defined on the original frame-major indices and
 // classifies tiles analytically. Because the temporal mask *is* a band after
@@ -63,7 +63,7 @@ struct VideoGeometry {
 // Throws std::invalid_argument naming the bad part.
 VideoGeometry parse_video_geometry(std::string_view text);
 
-// A model shape from DESIGN §7.
+// A released model's shape: geometry, heads, head dim and layers.
 struct VideoPreset {
   std::string_view name;
   VideoGeometry geometry;
@@ -77,6 +77,31 @@ struct VideoPreset {
 std::span<const VideoPreset> video_presets();
 // Throws std::invalid_argument listing the valid names.
 const VideoPreset& video_preset(std::string_view name);
+
+// A video shape as a caller names it: a preset's, or a custom geometry.
+struct VideoShape {
+  VideoGeometry geometry;
+  const VideoPreset* preset = nullptr;  // the preset it was named by, if any
+  // The preset's head dim, else `fallback`.
+  std::int64_t head_dim(std::int64_t fallback = 128) const {
+    return preset != nullptr ? preset->head_dim : fallback;
+  }
+};
+
+// One string that names a shape: a preset name, or GEOM (anything with '=';
+// "preset=NAME" counts as the preset). Validated; throws
+// std::invalid_argument naming the bad part.
+VideoShape parse_video_shape(std::string_view text);
+
+// The one rule for a preset name and a GEOM given side by side (the CLI's
+// --preset and --geometry): at most one of them (both: an error, never one
+// silently overriding the other); neither: `fallback_preset`, or an error
+// when it is empty. The labels name the two in messages ("give exactly one
+// of --preset NAME or --geometry GEOM, got both").
+VideoShape choose_video_shape(std::string_view preset, std::string_view geometry,
+                              std::string_view fallback_preset = {},
+                              std::string_view preset_label = "preset",
+                              std::string_view geometry_label = "geometry");
 
 enum class VideoMaskKind : std::uint8_t { kSpatial, kTemporal };
 std::string_view to_string(VideoMaskKind kind);  // "spatial", "temporal"
@@ -130,6 +155,19 @@ std::int64_t band_for_density(const VideoGeometry& geometry, double density,
                               std::optional<VideoMaskKind> kind = std::nullopt);
 // round(frames * P): Sparse VideoGen writes the band as a multiple of a frame.
 std::int64_t band_for_frames(const VideoGeometry& geometry, double frames);
+
+// The three ways to give a band: in tokens, in frames, or as the target
+// density it should meet. Exactly one must be set.
+struct BandForm {
+  std::optional<std::int64_t> band;   // >= 0, in tokens
+  std::optional<double> band_frames;  // >= 0, in frames (band_for_frames)
+  std::optional<double> density;      // in (0, 1] (band_for_density for this kind)
+};
+// The one rule every front end (SPEC terms, the bindings' Mask.spatial /
+// Mask.temporal) applies. Throws std::invalid_argument("band: missing band
+// form ..." or "band: more than one band form ...", or naming the bad value).
+std::int64_t resolve_band(VideoMaskKind kind, const VideoGeometry& geometry, const BandForm& form,
+                          VideoMaskOptions options = {});
 
 enum class TokenOrder : std::uint8_t { kFrameMajor, kTokenMajor };
 std::string_view to_string(TokenOrder order);  // "frame-major", "token-major"

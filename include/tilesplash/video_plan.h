@@ -18,9 +18,9 @@
 #include <optional>
 #include <string>
 #include <utility>
-#include <variant>
 #include <vector>
 
+#include "tilesplash/fields.h"
 #include "tilesplash/mask.h"
 #include "tilesplash/plan.h"
 #include "tilesplash/plan_cache.h"
@@ -50,11 +50,16 @@ struct TileMajorRun {
 };
 
 struct MaskPlan {
-  Mask mask;                                 // as given
-  std::shared_ptr<const TilePlan> plan;      // what the kernel runs
-  std::optional<TemporalRun> temporal;       // set when `plan` is a temporal mask's band
-  std::optional<TileMajorRun> sta;           // set when `plan` is an sta mask's tile-major mask
-  std::optional<double> block_vote_density;  // radial: the paper's block vote (radial.h)
+  Mask mask;                                       // as given
+  std::shared_ptr<const TilePlan> plan = nullptr;  // what the kernel runs
+  std::optional<TemporalRun> temporal = {};        // set when `plan` is a temporal mask's band
+  std::optional<TileMajorRun> sta = {};  // set when `plan` is an sta mask's tile-major mask
+  std::optional<double> block_vote_density = {};  // radial: the paper's block vote (radial.h)
+  // The geometry of a video mask whose plan is in frame-major order (frames
+  // can be marked on a picture of it); unset for permuted plans.
+  std::optional<VideoGeometry> frame_geometry = {};
+  // The mask family's own fields, after the common ones in plan_fields().
+  Fields fields = {};
 };
 
 // The plan of `mask`; of its token-major band for a temporal video mask, of
@@ -64,7 +69,6 @@ struct MaskPlan {
 MaskPlan plan_mask(const Mask& mask, std::int64_t q_len, std::int64_t kv_len, BlockSizes blocks,
                    PlanCache* plans = nullptr);
 
-using FieldValue = std::variant<std::int64_t, double, std::string>;
 // In order: mask, q_len, kv_len, block_q, block_kv, q_blocks, kv_blocks, full,
 // partial, empty, distinct_partial, kept_pairs, density, plan_bytes,
 // build_seconds; for a temporal mask also plan_order, plan_note, plan_mask,
@@ -72,7 +76,7 @@ using FieldValue = std::variant<std::int64_t, double, std::string>;
 // sink_kept_pairs (with the sink), mask_kept_pairs and mask_density; for an
 // sta mask plan_order, plan_note, plan_mask, mask_kept_pairs and
 // mask_density; for a radial mask block_vote_density.
-std::vector<std::pair<std::string, FieldValue>> plan_fields(const MaskPlan& plan);
+Fields plan_fields(const MaskPlan& plan);
 
 // The band plan every routed head runs: video_run_masks(spatial, ...).band.
 Mask video_band_mask(const VideoGeometry& geometry, std::int64_t band,

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tilesplash/batched_attention.h"
+#include "tilesplash/fields.h"
 #include "tilesplash/tensor.h"
 
 namespace tilesplash::python {
@@ -37,6 +38,10 @@ std::string str_arg(nb::handle value, const char* name);
 LayoutArgs layout_args(const TensorDesc& q, const TensorDesc& k, const TensorDesc& v,
                        const TensorDesc& out, std::uintptr_t lse, const std::string& layout);
 
+// The library's named values (plan_fields, head_fields) as a dict, in order:
+// a NaN number becomes None, NamedNumbers a dict.
+nb::dict to_dict(const Fields& fields);
+
 void bind_mask(nb::module_& m);
 void bind_video(nb::module_& m);
 void bind_plan(nb::module_& m);
@@ -46,5 +51,6 @@ void bind_threading(nb::module_& m);
 void bind_window(nb::module_& m);
 void bind_merge(nb::module_& m);
 void bind_clusters(nb::module_& m);
+void bind_methods(nb::module_& m);
 
 }  // namespace tilesplash::python

@@ -3,10 +3,12 @@
 #include "tilesplash/mask.h"
 
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/array.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -67,6 +69,39 @@ Mask radial(const VideoGeometry& geometry, std::optional<double> decay,
   return radial_mask(geometry, options);
 }
 
+using RowIndices = nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+// keep[i][k] = mask.keeps(rows[i], k) for k in [0, kv_len): the mask on a few
+// query rows (a router's sampled rows) without a plan. rows must lie in
+// [0, q_len) and the lengths fit the mask (check_lengths).
+nb::ndarray<nb::numpy, bool, nb::ndim<2>> mask_rows(const Mask& mask, RowIndices rows,
+                                                    std::int64_t q_len, std::int64_t kv_len) {
+  if (q_len < 1) throw std::invalid_argument("q_len: must be >= 1, got " + std::to_string(q_len));
+  if (kv_len < 1) {
+    throw std::invalid_argument("kv_len: must be >= 1, got " + std::to_string(kv_len));
+  }
+  mask.check_lengths(q_len, kv_len);
+  const std::size_t count = rows.shape(0);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (rows(i) < 0 || rows(i) >= q_len) {
+      throw std::invalid_argument(
+          "rows: every row must be in [0, q_len = " + std::to_string(q_len) + "), got " +
+          std::to_string(rows(i)) + " at position " + std::to_string(i));
+    }
+  }
+  const std::size_t width = static_cast<std::size_t>(kv_len);
+  auto* keep = new bool[count * width];
+  nb::capsule owner(keep, [](void* p) noexcept { delete[] static_cast<bool*>(p); });
+  {
+    nb::gil_scoped_release release;
+    static_assert(sizeof(bool) == sizeof(std::uint8_t));
+    for (std::size_t i = 0; i < count; ++i) {
+      mask.eval_row(rows(i), 0, kv_len, reinterpret_cast<std::uint8_t*>(keep + i * width));
+    }
+  }
+  return {keep, {count, width}, owner};
+}
+
 }  // namespace
 
 void bind_mask(nb::module_& m) {
@@ -118,6 +153,7 @@ void bind_mask(nb::module_& m) {
       .def("__hash__", [](const Mask& mask) { return static_cast<Py_ssize_t>(mask.hash()); })
       .def("__str__", &Mask::to_string)
       .def("keeps", &Mask::keeps, "q"_a, "k"_a)
+      .def("rows", &mask_rows, "rows"_a, "q_len"_a, "kv_len"_a)
       .def("check_lengths", &Mask::check_lengths, "q_len"_a, "kv_len"_a);
 }
 

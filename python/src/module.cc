@@ -3,11 +3,16 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <cmath>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <variant>
 
 #include "bindings.h"
 #include "tilesplash/attention.h"
+#include "tilesplash/kernel_limits.h"
+#include "tilesplash/threading.h"
 #include "tilesplash/version.h"
 
 namespace tilesplash::python {
@@ -65,6 +70,30 @@ std::string str_arg(nb::handle value, const char* name) {
   return nb::cast<std::string>(value);
 }
 
+nb::dict to_dict(const Fields& fields) {
+  const auto number = [](double value) -> nb::object {
+    return std::isfinite(value) ? nb::cast(value) : nb::none();
+  };
+  nb::dict result;
+  for (const auto& [key, value] : fields) {
+    result[key.c_str()] = std::visit(
+        [&](const auto& v) -> nb::object {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, double>) {
+            return number(v);
+          } else if constexpr (std::is_same_v<T, NamedNumbers>) {
+            nb::dict named;
+            for (const auto& [name, x] : v) named[name.c_str()] = number(x);
+            return named;
+          } else {
+            return nb::cast(v);
+          }
+        },
+        value);
+  }
+  return result;
+}
+
 LayoutArgs layout_args(const TensorDesc& q, const TensorDesc& k, const TensorDesc& v,
                        const TensorDesc& out, std::uintptr_t lse, const std::string& layout) {
   return {to_layout(layout),
@@ -85,6 +114,10 @@ NB_MODULE(_core, m) {
   // module at interpreter exit; that is not a leak worth a warning.
   nb::set_leak_warnings(false);
   m.attr("LIBRARY_VERSION") = kVersion;
+  m.attr("MAX_THREADS") = kMaxThreads;
+  m.attr("MAX_BLOCK_Q") = kernel_limits::kMaxBlockQ;
+  m.attr("BLOCK_KV_MULTIPLE") = kernel_limits::kBlockKvMultiple;
+  m.attr("MAX_BLOCK_KV") = kernel_limits::kMaxBlockKv;
   m.def("active_isa", &active_isa,
         "The SIMD target the kernel runs (avx512bf16, avx512, avx2, generic).");
   m.def("available_isas", &available_isas, "SIMD targets this CPU can run, best first.");
@@ -97,4 +130,5 @@ NB_MODULE(_core, m) {
   python::bind_window(m);
   python::bind_merge(m);
   python::bind_clusters(m);
+  python::bind_methods(m);
 }

@@ -1,6 +1,7 @@
 // tilesplash._core.plan() and TilePlan: a MaskPlan (video_plan.h) from the
-// shared plan cache, its CLI fields as a dict and its tile kinds as a
-// NumPy uint8 array.
+// shared plan cache, its CLI fields as a dict, its tile kinds as a NumPy
+// uint8 array, and its block-sparse arrays (block_sparse.h) as NumPy arrays,
+// the bitmask table a view that keeps the plan alive.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -9,22 +10,16 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <variant>
 
 #include "bindings.h"
+#include "tilesplash/block_sparse.h"
 #include "tilesplash/plan_cache.h"
 #include "tilesplash/video_plan.h"
 
 namespace tilesplash::python {
 namespace {
 
-nb::dict plan_stats(const MaskPlan& plan) {
-  nb::dict stats;
-  for (const auto& field : plan_fields(plan)) {
-    std::visit([&](const auto& value) { stats[field.first.c_str()] = value; }, field.second);
-  }
-  return stats;
-}
+nb::dict plan_stats(const MaskPlan& plan) { return to_dict(plan_fields(plan)); }
 
 nb::ndarray<nb::numpy, std::uint8_t, nb::ndim<2>> plan_kinds(const MaskPlan& mask_plan) {
   const TilePlan& plan = *mask_plan.plan;
@@ -45,6 +40,47 @@ nb::ndarray<nb::numpy, std::uint8_t, nb::ndim<2>> plan_kinds(const MaskPlan& mas
   return {kinds, {static_cast<std::size_t>(rows), static_cast<std::size_t>(cols)}, owner};
 }
 
+// A NumPy array that owns `values` (moved to the heap, freed with the array).
+template <typename T>
+nb::ndarray<nb::numpy, T, nb::ndim<1>> owned_array(std::vector<T>&& values) {
+  auto* heap = new std::vector<T>(std::move(values));
+  nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  return {heap->data(), {heap->size()}, owner};
+}
+
+nb::dict plan_block_sparse(const MaskPlan& mask_plan) {
+  BlockSparseArrays arrays;
+  {
+    nb::gil_scoped_release release;
+    arrays = block_sparse_arrays(*mask_plan.plan);
+  }
+  nb::dict result;
+  result["q_len"] = arrays.q_len;
+  result["kv_len"] = arrays.kv_len;
+  result["block_q"] = arrays.block_q;
+  result["block_kv"] = arrays.block_kv;
+  result["q_blocks"] = arrays.num_q_blocks;
+  result["kv_blocks"] = arrays.num_kv_blocks;
+  result["words_per_row"] = arrays.words_per_row;
+  // The table is the plan's own memory: the array holds a reference to the plan.
+  auto* keep = new std::shared_ptr<const TilePlan>(mask_plan.plan);
+  nb::capsule owner(
+      keep, [](void* p) noexcept { delete static_cast<std::shared_ptr<const TilePlan>*>(p); });
+  const std::size_t distinct = static_cast<std::size_t>(arrays.distinct_partial());
+  nb::ndarray<nb::numpy, const std::uint64_t, nb::ndim<3>> bits(
+      arrays.bits.data(),
+      {distinct, static_cast<std::size_t>(arrays.block_q),
+       static_cast<std::size_t>(arrays.words_per_row)},
+      owner);
+  result["bits"] = bits;
+  result["full_offsets"] = owned_array(std::move(arrays.full_offsets));
+  result["full_indices"] = owned_array(std::move(arrays.full_indices));
+  result["partial_offsets"] = owned_array(std::move(arrays.partial_offsets));
+  result["partial_indices"] = owned_array(std::move(arrays.partial_indices));
+  result["partial_ids"] = owned_array(std::move(arrays.partial_ids));
+  return result;
+}
+
 }  // namespace
 
 void bind_plan(nb::module_& m) {
@@ -59,17 +95,26 @@ void bind_plan(nb::module_& m) {
       .def_prop_ro("q_blocks", [](const MaskPlan& p) { return p.plan->num_q_blocks(); })
       .def_prop_ro("kv_blocks", [](const MaskPlan& p) { return p.plan->num_kv_blocks(); })
       .def("stats", &plan_stats)
-      .def("kinds", &plan_kinds);
+      .def("kinds", &plan_kinds)
+      .def("block_sparse", &plan_block_sparse);
 
   m.def(
       "plan",
       [](const Mask& mask, std::int64_t q_len, std::optional<std::int64_t> kv_len,
-         std::int64_t block_q, std::int64_t block_kv) {
+         std::int64_t block_q, std::int64_t block_kv, bool original_order) {
         nb::gil_scoped_release release;
-        return plan_mask(mask, q_len, kv_len.value_or(q_len), {block_q, block_kv},
-                         &PlanCache::shared());
+        const BlockSizes blocks{block_q, block_kv};
+        if (original_order) {
+          // The mask exactly as given, not what a temporal or sta mask runs as.
+          MaskPlan result{mask,
+                          PlanCache::shared().get(mask, q_len, kv_len.value_or(q_len), blocks),
+                          std::nullopt, std::nullopt, std::nullopt};
+          return result;
+        }
+        return plan_mask(mask, q_len, kv_len.value_or(q_len), blocks, &PlanCache::shared());
       },
-      "mask"_a, "q_len"_a, "kv_len"_a = nb::none(), "block_q"_a = 256, "block_kv"_a = 256);
+      "mask"_a, "q_len"_a, "kv_len"_a = nb::none(), "block_q"_a = 256, "block_kv"_a = 256,
+      "original_order"_a = false);
 
   m.def("plan_cache_stats", [] {
     const PlanCacheStats stats = PlanCache::shared().stats();

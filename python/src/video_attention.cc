@@ -1,6 +1,6 @@
 // tilesplash._core.VideoAttention: the routing front door (routing.h) on the
-// caller's arrays, for any method the library names (method_attention_options:
-// svg, spatial, temporal, radial, sta, mix, svg2). Tile sizes depend on the
+// caller's arrays, for any registered method (methods.h,
+// method_attention_options). Tile sizes depend on the
 // head dim and dtype, which only a call reveals, so one library VideoAttention
 // is kept per (head dim, dtype) with choose_video_blocks() tiles unless the
 // caller fixed them, all of them on one threading context (the caller's, or
@@ -8,12 +8,14 @@
 // a time); it is taken after the GIL is released, so a waiting thread never
 // blocks the interpreter.
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -33,19 +35,12 @@
 namespace tilesplash::python {
 namespace {
 
-// "dense", or a name of what the options' heads can run: their candidates
-// (the svg pair when there are none), or svg2 with clusters.
+// options.force from `text`, checked against the library's force_names()
+// and reported in the argument's own name.
 std::optional<HeadMask> to_force(const std::optional<std::string>& text,
                                  const VideoAttentionOptions& options) {
   if (!text) return std::nullopt;
-  std::vector<std::string> names = {"dense"};
-  if (options.clusters) {
-    names.emplace_back("svg2");
-  } else if (options.candidates.empty()) {
-    names.insert(names.end(), {"spatial", "temporal"});
-  } else {
-    for (const MaskCandidate& c : options.candidates) names.push_back(c.name);
-  }
+  const std::vector<std::string> names = force_names(options);
   std::string expected;
   for (std::size_t i = 0; i < names.size(); ++i) {
     if (names[i] == *text) return HeadMask(*text);
@@ -54,34 +49,40 @@ std::optional<HeadMask> to_force(const std::optional<std::string>& text,
   throw std::invalid_argument("force: expected " + expected + ", got '" + *text + "'");
 }
 
-// The front-door options of `method`: for "svg", today's defaults (the band
-// may be given in tokens); for the others, method_attention_options(), where
-// a band has no meaning.
-VideoAttentionOptions method_options(const std::string& method, const VideoGeometry& geometry,
-                                     double density, std::optional<std::int64_t> band, bool sink,
-                                     bool text_full) {
-  if (method == "svg") {
-    VideoAttentionOptions options;
-    options.density = density;
-    options.band = band;
-    options.sink = sink;
-    options.text_full = text_full;
-    return options;
-  }
-  if (band) {
-    throw std::invalid_argument(
-        "band: a band in tokens applies to method 'svg' only, got method '" + method +
-        "' (give density instead)");
-  }
-  geometry.validate();
-  if (!(density > 0.0 && density <= 1.0)) {
-    throw std::invalid_argument("density: must be in (0, 1], got " + std::to_string(density));
-  }
-  return method_attention_options(method, geometry, {density, sink, text_full});
+// A row order's sources as a NumPy int64 copy; None for the identity.
+nb::object order_array(const RowOrder& order) {
+  if (order.is_identity()) return nb::none();
+  const std::span<const std::int64_t> sources = order.sources();
+  auto* copy = new std::int64_t[sources.size()];
+  std::copy(sources.begin(), sources.end(), copy);
+  nb::capsule owner(copy, [](void* p) noexcept { delete[] static_cast<std::int64_t*>(p); });
+  return nb::cast(nb::ndarray<nb::numpy, std::int64_t, nb::ndim<1>>(copy, {sources.size()}, owner));
 }
 
-nb::object number_or_none(double value) {
-  return std::isfinite(value) ? nb::cast(value) : nb::none();
+// How a candidate executes (candidates.h's MaskRun), for a backend that runs
+// it itself: the run order, the mask over run-order indices, the separate key
+// segment (the sink) merged through the LSEs, and K/V's own order (svg2).
+nb::dict run_dict(const MaskCandidate& candidate) {
+  const MaskRun& run = candidate.run;
+  nb::dict result;
+  result["name"] = candidate.name;
+  result["density"] = candidate.density;
+  result["mask"] = candidate.mask;
+  result["order"] = order_array(run.order);
+  result["order_name"] = std::string(run.order.name());
+  result["run_mask"] = run.mask;
+  result["kv_order"] = run.kv_order ? order_array(*run.kv_order) : nb::none();
+  if (run.extra) {
+    nb::dict extra;
+    extra["mask"] = run.extra->mask;
+    extra["first"] = run.extra->first;
+    extra["count"] = run.extra->count;
+    extra["stride"] = run.extra->stride;
+    result["extra"] = extra;
+  } else {
+    result["extra"] = nb::none();
+  }
+  return result;
 }
 
 class PyVideoAttention {
@@ -106,6 +107,28 @@ class PyVideoAttention {
     std::vector<std::pair<std::string, double>> result;
     for (const MaskCandidate& c : probe_->candidates()) result.emplace_back(c.name, c.density);
     return result;
+  }
+
+  // How a candidate executes; throws naming the candidates for another name.
+  nb::dict candidate_run(const std::string& name) const {
+    for (const MaskCandidate& c : probe_->candidates()) {
+      if (c.name == name) return run_dict(c);
+    }
+    std::string names;
+    for (const MaskCandidate& c : probe_->candidates()) {
+      names += (names.empty() ? "'" : ", '") + c.name + "'";
+    }
+    throw std::invalid_argument(
+        "candidate_run: no candidate '" + name + "' (expected one of " +
+        (names.empty() ? std::string("none: svg2 has no candidates") : names) + ")");
+  }
+
+  nb::ndarray<nb::numpy, std::int64_t, nb::ndim<1>> sampled_rows(std::int64_t layer,
+                                                                 std::int64_t step) const {
+    auto* rows = new std::vector<std::int64_t>(probe_->sampled_rows(layer, step));
+    nb::capsule owner(rows,
+                      [](void* p) noexcept { delete static_cast<std::vector<std::int64_t>*>(p); });
+    return {rows->data(), {rows->size()}, owner};
   }
 
   // svg2: the cluster mask head `head` ran in the last call (of its last batch entry).
@@ -189,22 +212,7 @@ class PyVideoAttention {
       for (const HeadReport& h : layer.heads) {
         nb::dict head;
         head["batch"] = static_cast<std::int64_t>(b);
-        head["head"] = h.head;
-        head["choice"] = std::string(to_string(h.choice));
-        head["routed"] = h.routed;
-        head["mse_spatial"] = number_or_none(h.mse_spatial);
-        head["mse_temporal"] = number_or_none(h.mse_temporal);
-        nb::dict mse;  // every candidate's, by name; empty when not routed
-        for (std::size_t c = 0; c < h.mse.size() && c < candidates.size(); ++c) {
-          mse[candidates[c].name.c_str()] = number_or_none(h.mse[c]);
-        }
-        head["mse"] = mse;
-        head["density"] = h.density;
-        head["tiles_visited"] = h.tiles_visited;
-        head["seconds"] = h.seconds;
-        head["permute_seconds"] = h.permute_seconds;
-        head["cluster_seconds"] = h.cluster_seconds;
-        head["plan_seconds"] = h.plan_seconds;
+        head.update(to_dict(head_fields(h, candidates)));
         heads.append(head);
       }
       warmup = warmup || layer.warmup;
@@ -255,8 +263,9 @@ void bind_video_attention(nb::module_& m) {
              std::optional<std::string> force, int threads, std::optional<std::int64_t> block_q,
              std::optional<std::int64_t> block_kv, std::optional<float> scale,
              PyThreadingContext* context) {
+            MethodOptions method_options{density, sink, text_full, band};
             VideoAttentionOptions options =
-                method_options(method, geometry, density, band, sink, text_full);
+                method_attention_options(method, geometry, method_options);
             options.density_budget = density_budget;
             options.warmup = {dense_layers, dense_steps};
             options.router = {samples, seed};
@@ -277,6 +286,8 @@ void bind_video_attention(nb::module_& m) {
       .def_prop_ro("candidates", &PyVideoAttention::candidates)
       .def("mask", &PyVideoAttention::mask, "choice"_a)
       .def("head_mask", &PyVideoAttention::head_mask, "head"_a)
+      .def("candidate_run", &PyVideoAttention::candidate_run, "name"_a)
+      .def("sampled_rows", &PyVideoAttention::sampled_rows, "layer"_a, "step"_a)
       .def("reset_clusters", &PyVideoAttention::reset_clusters)
       .def("forward", &PyVideoAttention::forward, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "layout"_a,
            "layer"_a, "step"_a);

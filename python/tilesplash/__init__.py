@@ -21,6 +21,7 @@ from ._core import VideoGeometry, active_isa, available_isas, presets
 from ._core import clear_plan_cache, plan_cache_stats
 from ._mask import Mask
 from ._merge import merge_attention
+from ._methods import methods
 from ._threading import ThreadingContext, hardware_threads
 from ._video import VideoAttention
 
@@ -40,6 +41,7 @@ __all__ = [
     "hardware_threads",
     "kmeans",
     "merge_attention",
+    "methods",
     "plan",
     "plan_cache_stats",
     "presets",

@@ -5,18 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
-from ._mask import Mask, as_mask
-from ._threading import ThreadingContext, check_context, core_of, handle_of
+from ._kernel_call import run_attention
+from ._mask import Mask, as_mask, spec_of
+from ._threading import check_context, handle_of
 from ._window import seq_len, window_args, window_core
-from ._tensors import (
-    INT32_MAX,
-    call_arrays,
-    check_bool,
-    check_int,
-    check_layout,
-    check_qkv,
-    check_scale,
-)
+from ._tensors import MAX_THREADS, check_blocks, check_bool, check_int, check_layout, check_qkv, check_scale
 
 
 def attention(q, k, v, *, mask="dense", layout="bhnd", scale=None, return_lse=False,
@@ -33,15 +26,18 @@ def attention(q, k, v, *, mask="dense", layout="bhnd", scale=None, return_lse=Fa
     differ from q's; head dims are multiples of 8 up to 256.
 
     mask: a SPEC string (as the CLI's --mask) or a tilesplash.Mask; it applies
-    to the sequence indices (q row, k row). scale defaults to 1/sqrt(d).
+    to the sequence indices (q row, k row). scale defaults to 1/sqrt(d), else
+    in (2^-150, 2.3586574e38] (scale * log2(e) must fit float32).
     block_q / block_kv: tile sizes; by default the tuned choice for this shape
     (`tilesplash tune`), else 256 x 256. threads: 0 uses every core (or the
-    context's thread count). context: a tilesplash.ThreadingContext to run on;
-    None: the calling Python thread's own runner and workers, so calls from
-    different threads run side by side either way.
+    context's thread count), at most 4096. context: a
+    tilesplash.ThreadingContext to run on; None: the calling Python thread's
+    own runner and workers, so calls from different threads run side by side
+    either way.
 
     Returns the output with q's type (numpy in, numpy out; torch in, torch
-    out), dtype and layout, [.., d_v]; with return_lse=True a pair (out, lse),
+    out), dtype and layout, [.., d_v], in native byte order (NumPy inputs may
+    come in either); with return_lse=True a pair (out, lse),
     lse float32 [batch, heads, N_q] ([heads, N_q] for hnd), natural log of the
     scaled scores. Rows that keep no key give 0 and lse = -inf. No queries
     (or no batch entries or heads) give an empty output; no keys give zeros.
@@ -61,36 +57,25 @@ def attention(q, k, v, *, mask="dense", layout="bhnd", scale=None, return_lse=Fa
     """
     layout = check_layout(layout)
     kind = check_qkv(q, k, v, layout)
-    mask = as_mask(mask)
+    # torch: the op takes the SPEC and parses it when it runs, so that code
+    # torch.compile traces (fullgraph=True) never calls into the extension.
+    mask = spec_of(mask) if kind == "torch" else as_mask(mask)
     scale = check_scale(scale)
     return_lse = check_bool(return_lse, "return_lse")
-    block_q = check_int(block_q, "block_q", 1, allow_none=True)
-    block_kv = check_int(block_kv, "block_kv", 1, allow_none=True)
-    threads = check_int(threads, "threads", 0, maximum=INT32_MAX)
+    block_q, block_kv = check_blocks(block_q, block_kv)
+    threads = check_int(threads, "threads", 0, maximum=MAX_THREADS)
     context = check_context(context)
     window = window_args(seq_len(q, layout), seq_len(k, layout), q_offset, kv_offset, q_total,
                          kv_total)
     if kind == "torch":
         from ._torch_ops import attention_op
 
-        out, lse = attention_op(q, k, v, mask._spec, layout, scale, block_q, block_kv, threads,
+        out, lse = attention_op(q, k, v, mask, layout, scale, block_q, block_kv, threads,
                                 *window, handle_of(context))
     else:
         out, lse = run_attention("numpy", q, k, v, layout, mask, scale, block_q, block_kv, threads,
                                  window, context)
     return (out, lse) if return_lse else out
-
-
-def run_attention(kind, q, k, v, layout, mask: Mask, scale, block_q, block_kv, threads,
-                  window=(0, 0, 0, 0), context: ThreadingContext | None = None):
-    """The core call on checked arguments: (out, lse), new arrays of q's kind.
-    window: from window_args(); (0, 0, 0, 0) is the whole map."""
-    core_mask = window_core(mask, seq_len(q, layout), seq_len(k, layout), window)
-    descs, lse_address, out, lse, held = call_arrays(kind, q, k, v, layout)
-    _core.attention(*descs, lse_address, layout, core_mask, scale, block_q, block_kv, threads,
-                    True, core_of(context))
-    del held  # copies of odd views stay alive until the core has returned
-    return out, lse
 
 
 class TilePlan:
@@ -126,6 +111,24 @@ class TilePlan:
     def kinds(self) -> np.ndarray:
         return self._plan.kinds()
 
+    def block_sparse(self) -> dict:
+        """The plan as flat block-sparse arrays, what a GPU kernel takes (FlexAttention's
+        BlockMask, Splash's MaskInfo, FlashInfer's BSR):
+
+        "full_offsets" int64 [q_blocks + 1], "full_indices" int32: the kv-block indices
+        of q-block i's full tiles are full_indices[full_offsets[i]:full_offsets[i + 1]],
+        ascending; "partial_offsets", "partial_indices" likewise for partial tiles, and
+        "partial_ids" int32 each partial tile's index into "bits", the deduplicated
+        bitmask table, uint64 [distinct_partial, block_q, words_per_row] (bit j of word
+        w of row r keeps query q0 + r and key k0 + 64 w + j; zero outside a ragged
+        tile's in-range part; a read-only view of the plan's own memory). Also
+        "q_len", "kv_len", "block_q", "block_kv", "q_blocks", "kv_blocks",
+        "words_per_row". Empty tiles are in neither list.
+        """
+        arrays = self._plan.block_sparse()
+        arrays["bits"].setflags(write=False)  # the plan's memory (an empty table is a fresh array)
+        return arrays
+
     def __repr__(self) -> str:
         s = self.stats()
         return (f"TilePlan({s['mask']!r}, {s['q_len']} x {s['kv_len']}, tiles "
@@ -134,8 +137,13 @@ class TilePlan:
 
 
 def plan(mask, q_len, kv_len=None, block_q=256, block_kv=256, *, q_offset=0, kv_offset=0,
-         q_total=None, kv_total=None) -> TilePlan:
+         q_total=None, kv_total=None, original_order=False) -> TilePlan:
     """The tile plan of `mask` (SPEC or Mask) over q_len x kv_len (default q_len).
+
+    By default a temporal video mask is planned as what its heads run (its band in
+    token-major order) and an sta mask in tile-major order; original_order=True
+    plans the mask exactly as given on the original token order instead (what a
+    backend running the mask without permuting rows needs).
 
     With q_offset / kv_offset (and q_total / kv_total, as in attention()), the
     plan of the window [q_offset, q_offset + q_len) x [kv_offset, kv_offset +
@@ -147,9 +155,10 @@ def plan(mask, q_len, kv_len=None, block_q=256, block_kv=256, *, q_offset=0, kv_
     block_q = check_int(block_q, "block_q", 1)
     block_kv = check_int(block_kv, "block_kv", 1)
     kv_len = q_len if kv_len is None else kv_len
+    original_order = check_bool(original_order, "original_order")
     window = window_args(q_len, kv_len, q_offset, kv_offset, q_total, kv_total)
     core_mask = window_core(mask, q_len, kv_len, window)
-    return TilePlan(_core.plan(core_mask, q_len, kv_len, block_q, block_kv), mask,
+    return TilePlan(_core.plan(core_mask, q_len, kv_len, block_q, block_kv, original_order), mask,
                     window if window[2] else None)
 
 

@@ -15,7 +15,7 @@ from typing import Optional
 
 import torch
 
-from ._attention import run_attention
+from ._kernel_call import run_attention
 from ._mask import as_mask
 from ._threading import from_handle
 from ._tensors import batch_heads_len, check_layout, check_qkv, out_shape

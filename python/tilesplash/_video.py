@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from . import _core
 from ._mask import Mask
+from ._methods import check_method, method_names
 from ._threading import check_context, core_of
 from ._tensors import (
-    INT32_MAX,
+    MAX_THREADS,
     call_arrays,
+    check_blocks,
     check_bool,
     check_float,
     check_int,
@@ -18,13 +20,14 @@ from ._tensors import (
 )
 
 
-METHODS = ("svg", "spatial", "temporal", "radial", "sta", "mix", "svg2")
+METHODS = method_names()
+"""The registered method names (tilesplash.methods()), kept for callers of this constant."""
 
 
 class VideoAttention:
     """Routed sparse attention over every head of a layer of a video model.
 
-    method chooses the masks (docs/masks.md defines each):
+    method chooses the masks, one of tilesplash.methods() (docs/masks.md defines each):
       "svg" (default): Sparse VideoGen. Each call samples `samples` video query
         rows per head, computes their exact attention under the dense, spatial
         and temporal masks, and runs the head with the mask whose output is
@@ -91,12 +94,7 @@ class VideoAttention:
         if not isinstance(geometry, _core.VideoGeometry):
             raise TypeError(f"geometry: expected a tilesplash.VideoGeometry, got "
                             f"{type(geometry).__name__}")
-        if not isinstance(method, str):
-            raise TypeError(f"method: expected one of {', '.join(map(repr, METHODS))}, got "
-                            f"{type(method).__name__}")
-        if method not in METHODS:
-            raise ValueError(f"method: expected one of {', '.join(map(repr, METHODS))}, got "
-                             f"{method!r}")
+        check_method(method)
         if force is not None and not isinstance(force, str):
             raise TypeError(f"force: expected None or a mask name ('dense', 'spatial', "
                             f"'temporal', ...), got {type(force).__name__}")
@@ -110,9 +108,8 @@ class VideoAttention:
             check_int(dense_layers, "dense_layers", 0),
             check_int(dense_steps, "dense_steps", 0), check_int(samples, "samples", 1),
             check_int(seed, "seed", 0, maximum=2**64 - 1), force,
-            check_int(threads, "threads", 0, maximum=INT32_MAX),
-            check_int(block_q, "block_q", 1, allow_none=True),
-            check_int(block_kv, "block_kv", 1, allow_none=True), check_scale(scale),
+            check_int(threads, "threads", 0, maximum=MAX_THREADS),
+            *check_blocks(block_q, block_kv), check_scale(scale),
             core_of(check_context(context)))
         self._group = group
         self._timeout = timeout
@@ -161,6 +158,30 @@ class VideoAttention:
                                  f"got {head}")
             head -= begin
         return Mask(self._core.head_mask(head))
+
+    def sampled_rows(self, layer=0, step=0):
+        """The query rows (sorted video token indices, numpy int64) the router samples at
+        this layer and step, shared by every head: what a router on another backend
+        samples to make the same decisions."""
+        return self._core.sampled_rows(check_int(layer, "layer", 0), check_int(step, "step", 0))
+
+    def candidate_run(self, name: str) -> dict:
+        """How the candidate `name` executes, for a backend that runs it itself: "name",
+        "density", "mask" (on the original order), "order" (numpy int64: run position r
+        holds original row order[r]; None for the original order) and "order_name",
+        "run_mask" (the mask over run-order indices), "kv_order" (K and V's own order,
+        svg2 only; None: as "order") and "extra" (None, or the separate key segment
+        merged through the log-sum-exps, e.g. the first-frame sink: {"mask": over
+        run-order queries x j, "first", "count", "stride"}: keys first + j * stride in
+        run order)."""
+        if not isinstance(name, str):
+            raise TypeError(f"name: expected a candidate's name, got {type(name).__name__}")
+        run = self._core.candidate_run(name)
+        run["mask"] = Mask(run["mask"])
+        run["run_mask"] = Mask(run["run_mask"])
+        if run["extra"] is not None:
+            run["extra"]["mask"] = Mask(run["extra"]["mask"])
+        return run
 
     def reset_clusters(self) -> None:
         """svg2: forget the clusters of earlier calls (a new video); the next call clusters

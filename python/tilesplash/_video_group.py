@@ -2,7 +2,7 @@
 
 Each rank holds a contiguous shard of the sequence for every head; one
 all-to-all gives each rank the whole sequence for its heads
-(distributed.head_range), the rank's VideoAttention runs them, and a second
+(tilesplash.distributed.head_range), the rank's VideoAttention runs them, and a second
 all-to-all returns each rank its sequence shard of the output.
 
 Why this matches one process computing every head: nothing the router,
@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import pickle
 
-from . import distributed as _dist
+from . import _dist
 
 _WHO = "tilesplash.VideoAttention"
 
 
 def _gather_objects(ctx, obj) -> list:
     """Every rank's picklable `obj`, in rank order, under the group's timeout."""
-    torch, dist = _dist._torch()
+    torch, dist = _dist.torch_modules()
     data = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
     size = torch.tensor([data.numel()], dtype=torch.int64)
     sizes = [torch.empty_like(size) for _ in range(ctx.size)]
@@ -46,7 +46,7 @@ def _gather_objects(ctx, obj) -> list:
 def _agree_call(ctx, layer: int, step: int, tokens: int, heads: int, shards):
     """Every rank must call at the same layer and step, with shards that add up
     to the geometry; raises on every rank otherwise (they all see the same rows)."""
-    torch, dist = _dist._torch()
+    torch, dist = _dist.torch_modules()
     mine = torch.tensor([layer, step, tokens], dtype=torch.int64)
     rows = [torch.empty_like(mine) for _ in range(ctx.size)]
     ctx.run("all_gather of layer and step",
@@ -63,9 +63,9 @@ def _agree_call(ctx, layer: int, step: int, tokens: int, heads: int, shards):
 
 def group_forward(attention, group, timeout, q, k, v, layer, step, layout, return_lse):
     """VideoAttention.__call__ with a group: this rank's shard in, its shard out."""
-    ctx, call, shards = _dist._start(q, k, v, "dense", layout, None, 0, group, timeout, _WHO)
+    ctx, call, shards = _dist.start(q, k, v, "dense", layout, None, 0, group, timeout, _WHO)
     _agree_call(ctx, layer, step, attention.geometry.tokens, call.heads, shards)
-    torch, _ = _dist._torch()
+    torch, _ = _dist.torch_modules()
     exchange = _dist.UlyssesExchange(ctx, shards, call.heads)
     h0, h1 = exchange.heads
     qh, kh, vh = exchange.to_heads(call.q, call.k, call.v, scratch=True)
@@ -91,7 +91,7 @@ def group_forward(attention, group, timeout, q, k, v, layer, step, layout, retur
         raise RuntimeError(f"{_WHO}: rank(s) {[r for r, _ in failed]} of {ctx.size} failed "
                            f"running their heads ({failed[0][1]}); no rank has an output")
     out, lse = exchange.to_sequence(out, lse if return_lse else None)
-    out = _dist._from_bnhd(out, call.layout)
+    out = _dist.from_bnhd(out, call.layout)
     merged = dict(report if report is not None else
                   next((x["report"] for x in everyone if x["report"] is not None), {}))
     if report is None:  # this rank ran no head: its own timings are zero
@@ -103,5 +103,5 @@ def group_forward(attention, group, timeout, q, k, v, layer, step, layout, retur
     merged["group"] = {"rank": ctx.rank, "size": ctx.size, "heads": (h0, h1),
                        "shards": list(shards.sizes)}
     if return_lse:
-        return out, _dist._lse_from_bhn(lse, call.layout), merged
+        return out, _dist.lse_from_bhn(lse, call.layout), merged
     return out, merged

@@ -70,7 +70,7 @@ bool reads_in_place(const StridedTensor& tensor, Layout layout) {
       detail::layout_axes(tensor.shape, tensor.strides, layout, "tensor"));
 }
 
-void layout_attention(AttentionRunner& runner, const TilePlan& plan, const LayoutArgs& args,
+void layout_attention(AttentionBackend& backend, const TilePlan& plan, const LayoutArgs& args,
                       const AttentionOptions& options, const BatchProgress& progress) {
   const LayoutShape shape = check_layout_args(args);
   if (shape.q_len != plan.q_len()) {
@@ -87,7 +87,7 @@ void layout_attention(AttentionRunner& runner, const TilePlan& plan, const Layou
   const Axes a = axes_of(args);
   if (all_fold(a)) {
     try {
-      runner.forward(
+      backend.forward(
           plan,
           {detail::entry_view(args.q.data, args.q.dtype, a.q, 0, shape.batch),
            detail::entry_view(args.k.data, args.k.dtype, a.k, 0, shape.batch),
@@ -107,7 +107,7 @@ void layout_attention(AttentionRunner& runner, const TilePlan& plan, const Layou
   EntryViews entry;
   for (std::int64_t b = 0; b < shape.batch; ++b) {
     in_entry(b, shape.batch, [&] {
-      runner.forward(plan, entry.views(args, a, b, b * shape.heads * shape.q_len), options);
+      backend.forward(plan, entry.views(args, a, b, b * shape.heads * shape.q_len), options);
     });
     if (progress) progress(b, 1);
   }

@@ -88,7 +88,7 @@ BlockChoice cached_block_choice(const Mask& mask, std::int64_t q_len, std::int64
   return choices.emplace(std::move(key), std::move(choice)).first->second;
 }
 
-MaskedAttentionResult masked_attention(AttentionRunner& runner, const Mask& mask,
+MaskedAttentionResult masked_attention(AttentionBackend& backend, const Mask& mask,
                                        const LayoutArgs& args,
                                        const MaskedAttentionOptions& options) {
   const LayoutShape shape = check_layout_args(args);
@@ -108,14 +108,14 @@ MaskedAttentionResult masked_attention(AttentionRunner& runner, const Mask& mask
     // The tuned tiles of the thread count this call runs with.
     const BlockChoice choice =
         cached_block_choice(mask, shape.q_len, shape.kv_len, shape.head_dim, args.q.dtype,
-                            runner.context()->resolve(options.attention.threads));
+                            backend.threads(options.attention.threads));
     if (!options.block_q) result.blocks.block_q = choice.blocks.block_q;
     if (!options.block_kv) result.blocks.block_kv = choice.blocks.block_kv;
     result.blocks_tuned = choice.from_cache;
   }
   PlanCache& plans = options.plans != nullptr ? *options.plans : PlanCache::shared();
   result.plan = plans.get(mask, shape.q_len, shape.kv_len, result.blocks, &result.plan_seconds);
-  layout_attention(runner, *result.plan, args, options.attention, options.progress);
+  layout_attention(backend, *result.plan, args, options.attention, options.progress);
   return result;
 }
 

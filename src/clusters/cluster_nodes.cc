@@ -10,8 +10,8 @@
 #include <functional>
 #include <stdexcept>
 
+#include "geometry/frame_rects.h"
 #include "masks/mask_util.h"
-#include "video/frame_rects.h"
 
 namespace tilesplash::detail {
 namespace {
@@ -185,7 +185,7 @@ bool ClusterMaskNode::keeps(std::int64_t q, std::int64_t k) const {
 }
 
 TileKind ClusterMaskNode::classify(IndexRange rows, IndexRange cols) const {
-  return classify_by_scan(*this, rows, cols);
+  return scan_in_tokens(*this, tokens_, rows, cols);
 }
 
 std::string ClusterMaskNode::to_string() const {

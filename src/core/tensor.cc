@@ -26,6 +26,16 @@ std::optional<DType> parse_dtype(std::string_view text) {
 
 std::int64_t size_of(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
 
+std::string to_string(Device device) {
+  switch (device.type) {
+    case DeviceType::kCpu:
+      return "cpu";
+    case DeviceType::kCuda:
+      return "cuda:" + std::to_string(device.index);
+  }
+  return "?";
+}
+
 float bf16_to_float(std::uint16_t bits) {
   const std::uint32_t wide = static_cast<std::uint32_t>(bits) << 16;
   float value;

@@ -74,8 +74,10 @@ LayerReport run_once(VideoAttention& attention, const AttentionArgs& args,
 
 LayerReport run_side(const VideoGeometry& geometry, const VideoAttentionOptions& options,
                      const AttentionArgs& args, const DenseComparisonOptions& compare, bool dense,
-                     const std::shared_ptr<ThreadingContext>& context) {
+                     const std::shared_ptr<ThreadingContext>& context,
+                     std::vector<MaskCandidate>* candidates = nullptr) {
   VideoAttention attention(geometry, options, context);
+  if (candidates != nullptr) *candidates = attention.candidates();
   if (compare.repeats < 1) return run_once(attention, args, compare, dense);
   run_once(attention, args, compare, dense);
   std::vector<LayerReport> runs;
@@ -109,7 +111,7 @@ DenseComparison compare_with_dense(const VideoGeometry& geometry,
   result.sparse = run_side(
       geometry, options,
       {q, k, v, MutableTensorView::contiguous(sparse_out.data(), DType::kF32, heads, n, dv)},
-      compare, false, context);
+      compare, false, context, &result.candidates);
   if (!compare.compare_dense) return result;
   std::vector<float> dense_out(count);
   VideoAttentionOptions dense_options = options;

@@ -5,6 +5,7 @@
 
 #include "kernel/forward_params.h"
 #include "kernel/isa_dispatch.h"
+#include "runtime/cpu_model.h"
 
 namespace tilesplash {
 
@@ -40,6 +41,12 @@ AttentionRunner::AttentionRunner(std::shared_ptr<ThreadingContext> context)
 AttentionRunner::~AttentionRunner() = default;
 
 const std::shared_ptr<ThreadingContext>& AttentionRunner::context() const { return impl_->context; }
+
+int AttentionRunner::threads(int requested) const { return impl_->context->resolve(requested); }
+
+std::string AttentionRunner::device_name() const {
+  return runtime::cpu_model() + " (" + active_isa() + ")";
+}
 
 void AttentionRunner::forward(const TilePlan& plan, const AttentionArgs& args,
                               const AttentionOptions& options) {

@@ -1,110 +1,72 @@
-// The key=value parameters of one SPEC atom, as the core reader splits them,
-// and the family table entry type. Internal to the SPEC parser and the
-// families that register in src/masks/mask_families.cc.
+// The one key=value reader of the SPEC language: the parameters of a mask
+// term ("local:left=3,right=4", "spatial:preset=...,density=0.25,sink") and
+// of a GEOM string (parse_video_geometry). Items are separated by commas;
+// spaces around items, keys and values are ignored; an item without '=' is a
+// bare flag. Every error names its context and the key:
+// "<context>: '<key>' must be <expected>, got '<value>'". Internal: shared by
+// the core families (mask_families.cc), the SPEC parser and the families
+// registered with the methods (src/methods).
 #pragma once
 
-#include <charconv>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
-#include <stdexcept>
+#include <span>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <utility>
 #include <vector>
 
-#include "tilesplash/mask.h"
-
 namespace tilesplash::detail {
 
-[[noreturn]] inline void spec_fail(const std::string& message) {
-  throw std::invalid_argument("mask spec: " + message);
-}
-
-struct Param {
-  std::string key;
-  std::string value;
-  bool used = false;
-};
-
-// The parameters of one atom, checked against what its mask accepts.
-class Params {
+class SpecParams {
  public:
-  Params(std::string mask, std::vector<Param> params)
-      : mask_(std::move(mask)), params_(std::move(params)) {}
+  struct Item {
+    std::string key;
+    std::optional<std::string> value;  // nullopt for a bare flag
+    bool used = false;
+  };
 
-  // Every key must be one of `allowed` ("left, right or offset" names them).
-  void check_keys(std::initializer_list<const char*> allowed, const char* expected) const {
-    for (const Param& p : params_) {
-      bool known = false;
-      for (const char* key : allowed) known |= p.key == key;
-      if (!known) spec_fail(mask_ + ": unknown key '" + p.key + "' (expected " + expected + ")");
-    }
-  }
+  // No parameters at all (a term written without ':').
+  explicit SpecParams(std::string context) : context_(std::move(context)) {}
 
-  const Param* find(const char* key) const {
-    for (const Param& p : params_) {
-      if (p.key == key) return &p;
-    }
-    return nullptr;
-  }
+  // Splits "a=1, b=x ,flag". Throws std::invalid_argument("<context>: ...")
+  // on an empty list or item, an empty key and a duplicate key.
+  static SpecParams split(std::string_view text, std::string context);
 
-  const Param& require(const char* key, const char* what) const {
-    const Param* p = find(key);
-    if (!p) spec_fail(mask_ + ": missing '" + key + "' (" + what + ")");
-    return *p;
-  }
+  // True when the term had a parameter list (':' given).
+  bool given() const { return given_; }
+  const std::string& context() const { return context_; }
 
-  std::int64_t integer(const Param& p, std::int64_t min, const char* expected) const {
-    std::int64_t value = 0;
-    const char* begin = p.value.data();
-    const char* end = begin + p.value.size();
-    const auto [ptr, ec] = std::from_chars(begin, end, value);
-    if (p.value.empty() || ec != std::errc() || ptr != end || value < min) {
-      spec_fail(mask_ + ": '" + p.key + "' must be " + expected + ", got '" + p.value + "'");
-    }
-    return value;
+  bool has(std::string_view key) const;
+  // A bare flag: true when present; an error when given a value.
+  bool flag(std::string_view key);
+  std::optional<std::string> text(std::string_view key);
+  // Integers in [min, max]; `expected` completes "must be ..." in errors.
+  std::optional<std::int64_t> integer(std::string_view key, std::int64_t min, std::int64_t max,
+                                      const char* expected);
+  std::optional<std::uint64_t> unsigned_integer(std::string_view key, const char* expected);
+  // Finite numbers in [min, max], or (min, max] when min_open.
+  std::optional<double> number(std::string_view key, double min, double max, bool min_open,
+                               const char* expected);
+  // Throws "missing '<key>' (<what>)" when the key is absent.
+  void require(std::string_view key, const char* what) const;
+  // Throws naming the first key not in `known`; call before reading values
+  // so that a misspelt key is reported as such.
+  void check_known(std::initializer_list<std::string_view> known, const char* expected) const {
+    check_known(std::span<const std::string_view>(known.begin(), known.size()), expected);
   }
-
-  std::uint64_t unsigned_integer(const Param& p) const {
-    std::uint64_t value = 0;
-    const char* begin = p.value.data();
-    const char* end = begin + p.value.size();
-    const auto [ptr, ec] = std::from_chars(begin, end, value);
-    if (p.value.empty() || ec != std::errc() || ptr != end) {
-      spec_fail(mask_ + ": '" + p.key + "' must be an integer in [0, 2^64), got '" + p.value + "'");
-    }
-    return value;
-  }
-
-  double probability(const Param& p) const {
-    double value = 0.0;
-    const char* begin = p.value.data();
-    const char* end = begin + p.value.size();
-    const auto [ptr, ec] = std::from_chars(begin, end, value);
-    if (p.value.empty() || ec != std::errc() || ptr != end || !(value >= 0.0 && value <= 1.0)) {
-      spec_fail(mask_ + ": '" + p.key + "' must be a number in [0, 1], got '" + p.value + "'");
-    }
-    return value;
-  }
+  void check_known(std::span<const std::string_view> known, const char* expected) const;
+  // Throws naming the first key nothing asked for.
+  void reject_unused(const char* expected) const;
+  [[noreturn]] void fail(const std::string& message) const;
 
  private:
-  std::string mask_;
-  std::vector<Param> params_;
-};
+  Item* find(std::string_view key);
 
-// One mask family of the SPEC language. Exactly one of the two parsers is
-// set: `from_params` gets the atom's key=value pairs as the core reader split
-// them; `from_text` gets the raw text after ':' (up to the next | & ( or ),
-// nullopt without a ':'), for families that take bare flags.
-struct MaskFamily {
-  std::string_view name;
-  Mask (*from_params)(const Params& params) = nullptr;
-  Mask (*from_text)(std::string_view name, std::optional<std::string_view> text) = nullptr;
+  std::string context_;
+  std::vector<Item> items_;
+  bool given_ = false;
 };
-
-// Every family, in the order error messages list them; null when unknown.
-const MaskFamily* find_mask_family(std::string_view name);
 
 }  // namespace tilesplash::detail

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "clusters/cluster_internal.h"
+#include "geometry/permute.h"
 #include "routing/front_door.h"
 #include "routing/head_merge.h"
-#include "video/permute.h"
 
 namespace tilesplash {
 namespace {

@@ -91,7 +91,7 @@ RouteDecision decide(const std::vector<MaskCandidate>& candidates, std::vector<d
 }
 
 std::vector<std::vector<double>> Router::score(
-    AttentionRunner& runner, const TensorView& q, const TensorView& k, const TensorView& v,
+    AttentionBackend& backend, const TensorView& q, const TensorView& k, const TensorView& v,
     const std::vector<Mask>& candidates, const std::vector<std::int64_t>& rows,
     std::int64_t block_kv, const AttentionOptions& options, double* plan_seconds) {
   const std::int64_t heads = q.heads;
@@ -121,10 +121,10 @@ std::vector<std::vector<double>> Router::score(
   const TilePlan plan =
       TilePlan::build(stacked, block, k.len, {std::min(kRouterBlockQ, block), block_kv});
   if (plan_seconds != nullptr) *plan_seconds += plan.stats().build_seconds;
-  runner.forward(plan,
-                 {TensorView::contiguous(queries_.data(), q.dtype, heads, block, d), k, v,
-                  MutableTensorView::contiguous(outputs_.data(), DType::kF32, heads, block, dv)},
-                 options);
+  backend.forward(plan,
+                  {TensorView::contiguous(queries_.data(), q.dtype, heads, block, d), k, v,
+                   MutableTensorView::contiguous(outputs_.data(), DType::kF32, heads, block, dv)},
+                  options);
 
   std::vector<std::vector<double>> mse(static_cast<std::size_t>(heads));
   for (std::int64_t h = 0; h < heads; ++h) {

@@ -35,7 +35,7 @@ class Router {
   // mask: the MSE over the sampled rows and all dv channels of its output
   // against the dense one ([head][candidate]). `options` supplies scale and
   // threads.
-  std::vector<std::vector<double>> score(AttentionRunner& runner, const TensorView& q,
+  std::vector<std::vector<double>> score(AttentionBackend& backend, const TensorView& q,
                                          const TensorView& k, const TensorView& v,
                                          const std::vector<Mask>& candidates,
                                          const std::vector<std::int64_t>& rows,

@@ -122,23 +122,26 @@ VideoAttention::Impl::Impl(const VideoGeometry& g, VideoAttentionOptions o,
       threads(context->resolve(options.threads)),
       runner(context) {
   for (const MaskCandidate& c : candidates) candidate_masks.push_back(c.mask);
-  if (options.force && *options.force != HeadMask::kDense) {
-    if (options.clusters) {
-      if (*options.force != detail::kClusterChoice) {
-        fail("options.force must be dense or svg2 with options.clusters, got '" +
-             options.force->name() + "'");
-      }
-    } else {
-      const bool known =
-          std::any_of(candidates.begin(), candidates.end(),
-                      [&](const MaskCandidate& c) { return c.name == options.force->name(); });
-      if (!known) {
-        std::string names = "dense";
-        for (const MaskCandidate& c : candidates) names += ", " + c.name;
-        fail("options.force must be one of " + names + ", got '" + options.force->name() + "'");
-      }
+  if (options.force) {
+    const std::vector<std::string> names = force_names(options);
+    if (std::find(names.begin(), names.end(), options.force->name()) == names.end()) {
+      std::string list;
+      for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
+      fail("options.force must be one of " + list + ", got '" + options.force->name() + "'");
     }
   }
+}
+
+std::vector<std::string> force_names(const VideoAttentionOptions& options) {
+  std::vector<std::string> names = {"dense"};
+  if (options.clusters) {
+    names.push_back(detail::kClusterChoice.name());
+  } else if (options.candidates.empty()) {
+    names.insert(names.end(), {HeadMask::kSpatial.name(), HeadMask::kTemporal.name()});
+  } else {
+    for (const MaskCandidate& c : options.candidates) names.push_back(c.name);
+  }
+  return names;
 }
 
 std::vector<MaskCandidate> VideoAttention::Impl::make_candidates() const {
@@ -221,6 +224,16 @@ Mask VideoAttention::head_mask(std::int64_t head) const {
 }
 
 void VideoAttention::reset_clusters() { impl_->warm.clear(); }
+
+std::vector<std::int64_t> VideoAttention::sampled_rows(std::int64_t layer,
+                                                       std::int64_t step) const {
+  if (layer < 0 || step < 0) {
+    detail::front_door_fail("sampled_rows: layer and step must be >= 0, got layer " +
+                            std::to_string(layer) + ", step " + std::to_string(step));
+  }
+  return detail::sample_video_rows(impl_->geometry, impl_->options.router.samples,
+                                   impl_->options.router.seed, layer, step);
+}
 
 std::vector<RouteDecision> VideoAttention::route(const TensorView& q, const TensorView& k,
                                                  const TensorView& v, std::int64_t layer,

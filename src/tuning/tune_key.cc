@@ -8,11 +8,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "runtime/cpu_model.h"
 #include "tilesplash/attention.h"
 #include "tilesplash/threading.h"
 #include "tilesplash/tuning.h"
@@ -24,27 +24,6 @@ namespace {
 // the mask's kv hull, so band masks cost a few memsets per row.
 constexpr std::int64_t kDensityRows = 257;
 constexpr std::int64_t kEvalChunk = 4096;
-
-std::string read_cpu_model() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(cpuinfo, line)) {
-    if (line.rfind("model name", 0) != 0) continue;
-    const std::size_t colon = line.find(':');
-    if (colon == std::string::npos) break;
-    std::string model = line.substr(colon + 1);
-    const auto not_space = [](unsigned char c) { return !std::isspace(c); };
-    model.erase(model.begin(), std::find_if(model.begin(), model.end(), not_space));
-    model.erase(std::find_if(model.rbegin(), model.rend(), not_space).base(), model.end());
-    if (!model.empty()) return model;
-  }
-  return "unknown";
-}
-
-const std::string& cpu_model() {
-  static const std::string model = read_cpu_model();
-  return model;
-}
 
 // Every run of digits (with an optional fraction) becomes '#': the family of
 // `local:left=4096,right=4096` is `local:left=#,right=#`.
@@ -110,9 +89,10 @@ double density_bucket(double density) {
 std::string TuneKey::to_string() const {
   char density_text[16];
   std::snprintf(density_text, sizeof density_text, "%.2f", density);
-  return "cpu=" + cpu + "|isa=" + isa + "|dtype=" + std::string(tilesplash::to_string(dtype)) +
-         "|d=" + std::to_string(head_dim) + "|mask=" + mask_family + "|density=" + density_text +
-         "|len=2^" + std::to_string(q_bucket) + "x2^" + std::to_string(kv_bucket) +
+  return "backend=" + backend + "|cpu=" + cpu + "|isa=" + isa +
+         "|dtype=" + std::string(tilesplash::to_string(dtype)) + "|d=" + std::to_string(head_dim) +
+         "|mask=" + mask_family + "|density=" + density_text + "|len=2^" +
+         std::to_string(q_bucket) + "x2^" + std::to_string(kv_bucket) +
          "|threads=" + std::to_string(threads);
 }
 
@@ -124,7 +104,7 @@ TuneKey make_tune_key(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
                                 std::to_string(threads));
   }
   TuneKey key;
-  key.cpu = cpu_model();
+  key.cpu = runtime::cpu_model();
   key.isa = active_isa();
   key.dtype = dtype;
   key.head_dim = head_dim;

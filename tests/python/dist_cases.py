@@ -124,7 +124,12 @@ def ring_skips(rank, world):
 def one_rank_raises(rank, world, scheme, exits):
     """Rank 1 raises before the call (and exits at once, or stays alive without
     calling); the others call with a short timeout. Returns (error type, message, seconds)."""
+    import torch.distributed as dist
+
     q, k, v = (shard(x, "bnhd", splits("dense", world), rank) for x in make_inputs("dense"))
+    # Every rank finishes gloo's connection set-up first: a rank leaving while
+    # the others still connect makes their init fail instead (seen under load).
+    dist.barrier()
     if rank == 1:
         if not exits:
             time.sleep(4)  # alive, its sockets open, past rank 0's timeout

@@ -128,6 +128,9 @@ def video_rank_exits(rank, world):
     """Rank 1 never calls (it exits): the other ranks raise a TimeoutError."""
     import torch.distributed as dist
 
+    # Every rank finishes gloo's connection set-up first: a rank leaving while
+    # the others still connect makes their init fail instead (seen under load).
+    dist.barrier()
     if rank == 1:
         raise RuntimeError("rank 1 exits before the call")
     sizes = VIDEO_CASES["svg_routed"][2][world]

@@ -16,7 +16,7 @@ import tilesplash  # noqa: E402
 from diffusers_tiny import HEADS, LAYERS, relative_error, run_wan, tiny_wan, wan_inputs  # noqa: E402
 
 DENSE_TOLERANCE = 1e-5  # as test_diffusers.py
-METHODS = ["svg", "spatial", "temporal", "radial", "sta", "mix", "svg2"]
+METHODS = list(tilesplash.methods())  # the registry: a new method is tested once registered
 # Inputs of 12 x 32 x 32 latents: 12 x 16 x 16 tokens after patching, 2 x 2 x 2
 # of sta's 6 x 8 x 8 tiles (the default 6 x 8 x 8 tokens are a single tile).
 LARGE = {"frames": 12, "height": 32, "width": 32}
@@ -109,9 +109,16 @@ def test_force_within_a_method(model, inputs, native, enabled):
     assert choices(handle) == {"dense"}
 
 
-def test_a_bad_force_name_fails_at_the_first_call_naming_the_candidates(model, inputs, enabled):
-    enabled(method="radial", force="spatial", dense_layers=0)
+def test_a_bad_force_name_fails_at_enable_naming_the_method_masks(model, enabled):
+    # radial's mask names do not depend on the geometry (tilesplash.methods()).
     with pytest.raises(ValueError, match="force.*radial"):
+        enabled(method="radial", force="spatial", dense_layers=0)
+
+
+def test_a_bad_sta_window_fails_at_the_first_call_naming_the_candidates(model, inputs, enabled):
+    # sta's windows do: the first call, which reveals the geometry, checks them.
+    enabled(method="sta", force="sta:99x1x1", dense_layers=0)
+    with pytest.raises(ValueError, match="force.*sta:"):
         run_wan(model, *inputs)
 
 

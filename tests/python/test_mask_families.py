@@ -14,7 +14,7 @@ import tilesplash
 from tilesplash import Mask, VideoAttention, VideoGeometry
 from conftest import check_against_reference, from_layout, mask_matrix, random_qkv, to_layout
 
-METHODS = ["svg", "spatial", "temporal", "radial", "sta", "mix", "svg2"]
+METHODS = list(tilesplash.methods())  # the registry: a new method is tested once registered
 
 # Ragged canvases, text before / after / none.
 GEOMETRIES = [
@@ -163,7 +163,37 @@ def test_attention_under_a_spec_equals_the_reference(spec_of, dtype):
 # ---- VideoAttention(method=...) ---------------------------------------------
 
 def head_mask(layer, head):
-    return layer.head_mask(head["head"]) if head["choice"] == "svg2" else layer.mask(head["choice"])
+    data_driven = not tilesplash.methods()[layer.method]["candidates"]
+    return layer.head_mask(head["head"]) if data_driven else layer.mask(head["choice"])
+
+
+def test_methods_lists_the_registry():
+    methods = tilesplash.methods()
+    from tilesplash._video import METHODS as video_methods  # the constant kept for callers
+
+    assert tuple(methods) == video_methods
+    geometry = VideoGeometry(7, 9, 8)
+    for name, info in methods.items():
+        assert set(info) == {"summary", "row_order", "spec", "candidates", "mask_names"}
+        assert info["summary"] and info["row_order"]
+        layer = VideoAttention(geometry, method=name, density=0.3)
+        names = {candidate for candidate, _ in layer.candidates}
+        if info["candidates"]:
+            assert names, name
+            if info["mask_names"]:
+                assert names == set(info["mask_names"]), name
+        else:
+            assert not names and info["mask_names"], name
+        for choice in info["mask_names"]:  # force accepts every listed name
+            VideoAttention(geometry, method=name, density=0.3, force=choice)
+        if info["spec"]:  # a SPEC term of the method's name exists
+            with pytest.raises(ValueError) as error:
+                Mask.parse(name)
+            assert "unknown mask" not in str(error.value)
+    with pytest.raises(ValueError) as error:
+        VideoAttention(geometry, method="no-such-method")
+    for name in methods:
+        assert repr(name) in str(error.value)
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -179,9 +209,11 @@ def test_every_method_equals_the_reference_of_the_masks_it_reports(method, geome
     out, lse, report = layer(*(to_layout(x, "bnhd") for x in (q, k, v)), return_lse=True)
     assert report["method"] == method and len(report["heads"]) == 3
     out = from_layout(out, "bnhd")
+    info = tilesplash.methods()[method]
     for head in report["heads"]:
-        if method == "svg2":
-            assert head["choice"] == "svg2" and not head["routed"] and head["mse"] == {}
+        if not info["candidates"]:  # masks from each head's own data (svg2)
+            assert head["choice"] in info["mask_names"] and not head["routed"]
+            assert head["mse"] == {}
             assert head["cluster_seconds"] > 0
         else:
             assert head["choice"] in names

@@ -39,7 +39,7 @@ struct AttendOptions {
   std::string layout = "hnd";
   std::string mask;
   std::string route;
-  std::string method;  // with --route: a method name (empty: svg)
+  std::string method = "svg";  // with --route
   double density = 0.25;
   double scale = 0.0;  // 0: default 1/sqrt(d)
   std::int64_t block_q = 128;
@@ -71,8 +71,9 @@ OutputSpec parse_output(const std::string& spec, const std::string& option,
     if (rest.empty()) return {spec, default_name};
     if (rest.size() > 1 && rest[0] == ':') return {spec.substr(0, at + ext.size()), rest.substr(1)};
   }
-  throw std::invalid_argument(fmt::format(
-      "{}: expected path.npy, path.safetensors or path.safetensors:name, got '{}'", option, spec));
+  throw std::invalid_argument(
+      fmt::format("{}: expected path.npy, path.safetensors or path.safetensors:name, got {}",
+                  option, quoted_name(spec)));
 }
 
 void stage_output(OutputSet& outputs, const OutputSpec& spec, Tensor tensor) {
@@ -85,22 +86,12 @@ void stage_output(OutputSet& outputs, const OutputSpec& spec, Tensor tensor) {
   }
 }
 
-// A preset name, or a GEOM string (anything with '=').
-VideoGeometry route_geometry(const std::string& text) {
-  if (text.find('=') != std::string::npos) return parse_video_geometry(text);
-  return video_preset(text).geometry;
-}
-
 StridedTensor strided(const Tensor& tensor) {
   return {tensor.data.data(), tensor.dtype, tensor.shape, {}};
 }
 
 MutableStridedTensor mutable_strided(Tensor& tensor) {
   return {tensor.data.data(), tensor.dtype, tensor.shape, {}};
-}
-
-nlohmann::ordered_json number_or_null(double value) {
-  return std::isfinite(value) ? nlohmann::ordered_json(value) : nlohmann::ordered_json(nullptr);
 }
 
 void run_attend(const AttendOptions& options) {
@@ -123,8 +114,7 @@ void run_attend(const AttendOptions& options) {
   std::optional<Mask> mask;
   std::optional<VideoGeometry> geometry;
   if (!options.route.empty()) {
-    geometry = route_geometry(options.route);
-    geometry->validate();
+    geometry = parse_video_shape(options.route).geometry;
   } else {
     mask = parse_mask_spec(options.mask.empty() ? "dense" : options.mask);
   }
@@ -138,8 +128,9 @@ void run_attend(const AttendOptions& options) {
   const LayoutDims vd = layout_dims(v, layout, options.v);
   for (const auto& [file, len] : {std::pair{options.q, qd.len}, std::pair{options.k, kd.len}}) {
     if (geometry && len != geometry->tokens()) {
-      throw InputError(fmt::format("{}: --route {} needs {} tokens per head, the file has {}", file,
-                                   geometry->to_string(), geometry->tokens(), len));
+      throw InputError(fmt::format("{}: --route {} needs {} tokens per head, the file has {}",
+                                   quoted_name(file), geometry->to_string(), geometry->tokens(),
+                                   len));
     }
   }
   const DType out_dtype = options.out_dtype.empty() ? q.dtype : *parse_dtype(options.out_dtype);
@@ -195,16 +186,13 @@ void run_attend(const AttendOptions& options) {
     record["plan_seconds"] = result.plan->stats().build_seconds;
   } else {
     VideoAttentionOptions video_options =
-        options.method.empty()
-            ? VideoAttentionOptions{}
-            : method_attention_options(options.method, *geometry, {options.density});
-    video_options.density = options.density;
+        method_attention_options(options.method, *geometry, {options.density});
     video_options.blocks = blocks;
     video_options.threads = static_cast<int>(options.threads);
     video_options.scale = attention_options.scale;
     VideoAttention attention(*geometry, video_options, context);
     record["route"] = geometry->to_string();
-    record["method"] = options.method.empty() ? "svg" : options.method;
+    record["method"] = options.method;
     record["band"] = attention.band();
     double kept = 0.0;
     const std::vector<LayerReport> reports = layout_video_attention(attention, args, 0, 0, advance);
@@ -212,12 +200,7 @@ void run_attend(const AttendOptions& options) {
       for (const HeadReport& head : reports[b].heads) {
         nlohmann::ordered_json row;
         row["batch"] = static_cast<std::int64_t>(b);
-        row["head"] = head.head;
-        row["choice"] = std::string(to_string(head.choice));
-        row["mse_spatial"] = number_or_null(head.mse_spatial);
-        row["mse_temporal"] = number_or_null(head.mse_temporal);
-        row["density"] = head.density;
-        row["ms"] = head.seconds * 1e3;
+        row.update(to_json(head_fields(head, attention.candidates())));
         kept += head.density;
         head_rows.push_back(std::move(row));
       }
@@ -260,7 +243,8 @@ Command add_attend_command(CLI::App& parent) {
       "  tilesplash attend --q qkv.safetensors:q --k qkv.safetensors:k --v qkv.safetensors:v \\\n"
       "      --layout bhnd --out o.safetensors:o --route wan2.1-1.3b-480p --report heads.json\n"
       "  tilesplash attend --q q.npy --k k.npy --v v.npy --out o.npy \\\n"
-      "      --route frames=4,height=8,width=8 --density 0.3 --out-dtype f32");
+      "      --route frames=4,height=8,width=8 --density 0.3 --method mix --out-dtype f32\n\n" +
+      methods_text());
   app->add_option("--q", options->q, "Queries")->required()->type_name("FILE");
   app->add_option("--k", options->k, "Keys")->required()->type_name("FILE");
   app->add_option("--v", options->v, "Values")->required()->type_name("FILE");
@@ -281,39 +265,19 @@ Command add_attend_command(CLI::App& parent) {
                           ->check(mask_spec());
   CLI::Option* route =
       app->add_option("--route", options->route,
-                      "Run every head under --method (default: routed spatial/temporal) on\n"
+                      "Run every head under --method (default svg: routed spatial/temporal) on\n"
                       "this video shape: a preset name or\n"
                       "frames=F,height=h,width=w[,text=T,text_at=before|after]")
           ->type_name("GEOMETRY_OR_PRESET")
           ->check(non_empty("a preset name or frames=F,height=h,width=w"))
           ->excludes(mask);
-  app->add_option("--density", options->density, "With --route: target mask density, in (0, 1]")
-      ->capture_default_str()
-      ->type_name("S")
-      ->transform(number_in(0.0, 1.0, true))
-      ->needs(route);
-  app->add_option("--method", options->method,
-                  "With --route: svg (default), spatial, temporal, radial, sta, mix or svg2\n"
-                  "(docs/masks.md)")
-      ->type_name("NAME")
-      ->check(non_empty("a method name"))
-      ->needs(route);
+  add_density_option(*app, options->density, "With --route: target mask density")->needs(route);
+  add_method_option(*app, options->method, "With --route: ")->needs(route);
   app->add_option("--scale", options->scale, "Softmax scale (default 1/sqrt(d))")
       ->type_name("X")
-      ->transform(number_in(0.0, HUGE_VAL, true));
-  app->add_option("--block-q", options->block_q,
-                  "Query rows per tile: " + kernel_limits::block_q_rule())
-      ->type_name("BQ")
-      ->capture_default_str()
-      ->transform(block_q_value());
-  app->add_option("--block-kv", options->block_kv,
-                  "Keys per tile: " + kernel_limits::block_kv_rule())
-      ->type_name("BK")
-      ->capture_default_str()
-      ->transform(block_kv_value());
-  app->add_option("--threads", options->threads, "Worker threads (default: all hardware threads)")
-      ->type_name("T")
-      ->transform(integer_in(1, 4096));
+      ->transform(number_in(0.0, kernel_limits::kMaxScale, true));
+  add_tile_options(*app, options->block_q, options->block_kv);
+  add_threads_option(*app, options->threads);
   app->add_option("--out-dtype", options->out_dtype, "Output dtype (default: the input's)")
       ->type_name("DTYPE")
       ->check(dtype_name());

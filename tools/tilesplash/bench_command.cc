@@ -310,22 +310,13 @@ Command add_bench_command(CLI::App& parent) {
   app->add_option("--kv-len", options->kv_len, "Key/value sequence length (default: --q-len)")
       ->type_name("M")
       ->transform(integer_in(1, kMaxLength));
-  app->add_option("--head-dim", options->head_dim,
-                  "Head dimension: " + kernel_limits::head_dim_rule())
-      ->required()
-      ->type_name("D")
-      ->transform(head_dim_value());
-  app->add_option("--dtype", options->dtype, "Input dtype: f32, bf16 or f16")
-      ->required()
-      ->type_name("DTYPE")
-      ->check(dtype_name());
+  add_head_dim_option(*app, options->head_dim, "Head dimension")->required();
+  add_dtype_option(*app, options->dtype, "Input dtype")->required();
   app->add_option("--heads", options->heads, "Attention heads")
       ->type_name("H")
       ->capture_default_str()
       ->transform(integer_in(1, 65536));
-  app->add_option("--threads", options->threads, "Worker threads (default: all hardware threads)")
-      ->type_name("T")
-      ->transform(integer_in(1, 4096));
+  add_threads_option(*app, options->threads);
   app->add_option("--block-q", options->block_q,
                   "Query rows per tile: " + kernel_limits::block_q_rule() +
                       " (default: the `tilesplash tune` choice\n"

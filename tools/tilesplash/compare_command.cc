@@ -23,6 +23,7 @@
 #include "options.h"
 #include "report.h"
 #include "tilesplash/attention.h"
+#include "tilesplash/methods.h"
 #include "tilesplash/routing.h"
 #include "tilesplash/threading.h"
 #include "tilesplash/video.h"
@@ -33,11 +34,19 @@ namespace {
 
 constexpr double kBudgetSlack = 1.25;
 
+// Every registered method, comma-separated: the default of --methods.
+std::string all_methods() {
+  std::string names;
+  for (const MethodInfo& method : methods()) {
+    names += (names.empty() ? "" : ",") + std::string(method.name);
+  }
+  return names;
+}
+
 struct CompareOptions {
-  std::string preset = "wan2.1-1.3b-480p";
-  std::string geometry;
+  ShapeOptions shape{"", "", "wan2.1-1.3b-480p"};
   std::string planted;  // empty: every type
-  std::string methods = "svg,spatial,temporal,radial,sta,mix,svg2";
+  std::string methods = all_methods();
   std::string densities = "0.05,0.1,0.2,0.3,0.5";
   std::int64_t head_dim = 0;  // 0: the preset's (128 for a custom geometry)
   std::string dtype = "bf16";
@@ -122,10 +131,10 @@ Agreement agreement(const std::vector<float>& got, const std::vector<float>& den
 }
 
 void run_compare(const CompareOptions& options) {
-  const VideoPreset* preset = options.geometry.empty() ? &video_preset(options.preset) : nullptr;
-  const VideoGeometry geometry = preset ? preset->geometry : parse_video_geometry(options.geometry);
-  const std::int64_t head_dim =
-      options.head_dim > 0 ? options.head_dim : (preset ? preset->head_dim : 128);
+  const VideoShape shape = options.shape.resolve();
+  const VideoGeometry& geometry = shape.geometry;
+  const VideoPreset* preset = shape.preset;
+  const std::int64_t head_dim = options.head_dim > 0 ? options.head_dim : shape.head_dim();
   const DType dtype = *parse_dtype(options.dtype);
   // One threading context for the whole command: workload, runners, peak.
   const auto context = std::make_shared<ThreadingContext>(static_cast<int>(options.threads));
@@ -153,7 +162,10 @@ void run_compare(const CompareOptions& options) {
   }
   const std::vector<std::string> methods = split(options.methods, "--methods");
   // Every method is checked before the long runs start.
-  for (const std::string& method : methods) method_attention_options(method, geometry, {0.5});
+  for (const std::string& method : methods) {
+    method_info(method, "--methods");
+    method_attention_options(method, geometry, {0.5});
+  }
 
   WorkloadOptions workload_options;
   workload_options.heads = static_cast<std::int64_t>(planted.size());
@@ -205,6 +217,12 @@ void run_compare(const CompareOptions& options) {
   record["block_q"] = options.block_q;
   record["block_kv"] = options.block_kv;
   record["repeats"] = options.repeats;
+  // The methods that are one mask family (a SPEC term): what "mix" routes among.
+  auto families = nlohmann::ordered_json::array();
+  for (const MethodInfo& method : tilesplash::methods()) {
+    if (method.spec) families.push_back(std::string(method.name));
+  }
+  record["families"] = std::move(families);
   auto dense_rows = nlohmann::ordered_json::array();
   for (std::int64_t h = 0; h < heads; ++h) {
     nlohmann::ordered_json row;
@@ -237,9 +255,9 @@ void run_compare(const CompareOptions& options) {
         row["method"] = method;
         row["target_density"] = density;
         row["planted"] = std::string(to_string(planted[i]));
-        row["choice"] = head.choice.name();
-        row["density"] = head.density;
-        row["tiles_visited"] = head.tiles_visited;
+        // The last timed call's head report, then this comparison's own
+        // columns: errors against dense and median times.
+        row.update(to_json(head_fields(head, attention.candidates())));
         row["rel_l2"] = a.rel_l2;
         row["cosine"] = a.cosine;
         row["kernel_ms"] = (t.seconds - t.permute - t.cluster - t.plan) * 1e3;
@@ -287,10 +305,7 @@ Command add_compare_command(CLI::App& parent) {
   for (const PlantedHead kind : planted_heads()) {
     types += (types.empty() ? "" : ", ") + std::string(to_string(kind));
   }
-  std::string methods;
-  for (const std::string_view name : attention_method_names()) {
-    methods += (methods.empty() ? "" : ", ") + std::string(name);
-  }
+  const std::string methods = method_list_text();
   app->footer(
       "One head per planted type (tilesplash/workload.h: " + types +
       ") runs dense, then under each method at each target density (" + methods +
@@ -302,25 +317,19 @@ Command add_compare_command(CLI::App& parent) {
       "the timed calls are later steps, warm-started). kernel_ms excludes permutation, "
       "clustering and plan; routing_ms is the layer's routing over the heads. Routed methods "
       "choose among candidates of density <= 1.25 x the target (the least dense when none "
-      "is).\n\n"
-      "Examples:\n"
+      "is).\n\n" +
+      presets_text() + "\n" + methods_text() +
+      "\nExamples:\n"
       "  tilesplash compare --geometry frames=8,height=8,width=12 --head-dim 64 "
       "--densities 0.1,0.3\n"
       "  tilesplash compare --preset wan2.1-1.3b-480p --json > comparison.json");
-  CLI::Option* preset =
-      app->add_option("--preset", options->preset, "Model shape (see `tilesplash route --help`)")
-          ->type_name("NAME")
-          ->capture_default_str();
-  app->add_option("--geometry", options->geometry,
-                  "Custom shape instead: frames=F,height=h,width=w[,text=T,text_at=before|after]")
-      ->type_name("GEOM")
-      ->check(non_empty("frames=F,height=h,width=w"))
-      ->excludes(preset);
+  add_shape_options(*app, options->shape);
   app->add_option("--planted", options->planted,
                   "Comma-separated head types, one head each (default: every type)")
       ->type_name("LIST")
       ->check(non_empty(types.c_str()));
-  app->add_option("--methods", options->methods, "Comma-separated methods")
+  app->add_option("--methods", options->methods,
+                  "Comma-separated methods (default: every registered method)")
       ->type_name("LIST")
       ->capture_default_str()
       ->check(non_empty(methods.c_str()));
@@ -328,22 +337,10 @@ Command add_compare_command(CLI::App& parent) {
       ->type_name("LIST")
       ->capture_default_str()
       ->check(non_empty("numbers in (0, 1]"));
-  app->add_option("--head-dim", options->head_dim,
-                  "Head dimension, a multiple of 8 up to 256 (default: the preset's, else 128)")
-      ->type_name("D")
-      ->transform(integer_in(8, 256, 8));
-  app->add_option("--dtype", options->dtype, "Q/K/V dtype: f32, bf16 or f16")
-      ->type_name("DTYPE")
-      ->capture_default_str()
-      ->check(dtype_name());
-  app->add_option("--samples", options->samples, "Query rows the router samples per call")
-      ->type_name("R")
-      ->capture_default_str()
-      ->transform(integer_in(1, 1 << 20));
-  app->add_option("--seed", options->seed, "Seed of the workload, router and k-means")
-      ->type_name("N")
-      ->capture_default_str()
-      ->transform(integer_in(0, std::numeric_limits<std::int64_t>::max()));
+  add_head_dim_option(*app, options->head_dim, "Head dimension (default: the preset's, else 128)");
+  add_dtype_option(*app, options->dtype, "Q/K/V dtype")->capture_default_str();
+  add_samples_option(*app, options->samples);
+  add_seed_option(*app, options->seed, "Seed of the workload, router and k-means");
   app->add_flag("--sink", options->sink, "OR the first-frame sink into the band and radial masks");
   app->add_option("--query-clusters", options->query_clusters,
                   "svg2: query clusters (default: Wan's, 200 below 720p, 300 from 720p)")
@@ -352,21 +349,9 @@ Command add_compare_command(CLI::App& parent) {
   app->add_option("--key-clusters", options->key_clusters, "svg2: key clusters (default 1000)")
       ->type_name("KC")
       ->transform(integer_in(1, 1 << 20));
-  app->add_option("--block-q", options->block_q, "Query rows per tile: 1 to 4096")
-      ->type_name("BQ")
-      ->capture_default_str()
-      ->transform(integer_in(1, 4096));
-  app->add_option("--block-kv", options->block_kv, "Keys per tile: a multiple of 64 up to 1024")
-      ->type_name("BK")
-      ->capture_default_str()
-      ->transform(integer_in(64, 1024, 64));
-  app->add_option("--threads", options->threads, "Worker threads (default: all hardware threads)")
-      ->type_name("T")
-      ->transform(integer_in(1, 4096));
-  app->add_option("--repeats", options->repeats, "Timed calls after the untimed one; medians")
-      ->type_name("R")
-      ->capture_default_str()
-      ->transform(integer_in(1, 1000));
+  add_tile_options(*app, options->block_q, options->block_kv);
+  add_threads_option(*app, options->threads);
+  add_repeats_option(*app, options->repeats, "Timed calls after the untimed one; medians");
   app->add_flag("--json", options->json, "Print one JSON object (with a rows array)");
   return {app, [options] { run_compare(*options); }};
 }

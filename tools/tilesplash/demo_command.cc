@@ -25,6 +25,7 @@
 #include "tile_png.h"
 #include "tilesplash/attention.h"
 #include "tilesplash/evaluation.h"
+#include "tilesplash/methods.h"
 #include "tilesplash/output_set.h"
 #include "tilesplash/plan.h"
 #include "tilesplash/routing.h"
@@ -37,8 +38,8 @@ namespace tilesplash::cli {
 namespace {
 
 struct DemoOptions {
-  std::string preset = "wan2.1-1.3b-480p";
-  std::string geometry;  // overrides the preset's shape (small runs, tests)
+  ShapeOptions shape{"", "", "wan2.1-1.3b-480p"};
+  std::string method = "svg";
   std::int64_t heads = 4;
   double density = 0.25;
   std::int64_t threads = 0;
@@ -49,23 +50,28 @@ struct DemoOptions {
 };
 
 void print_text(const nlohmann::ordered_json& record, std::ostream& out) {
-  out << fmt::format("tilesplash demo: {} ({})\n", record["preset"].get<std::string>(),
-                     record["model"].get<std::string>());
+  out << fmt::format(
+      "tilesplash demo: {} ({}), method {}\n",
+      record["preset"].is_null() ? "custom geometry" : record["preset"].get<std::string>(),
+      record["model"].is_null() ? "-" : record["model"].get<std::string>(),
+      record["method"].get<std::string>());
   out << fmt::format("geometry  {}  ({} tokens, {} per frame), head_dim {}, {}, {} threads, {}\n",
                      record["geometry"].get<std::string>(), record["tokens"].get<std::int64_t>(),
                      record["tokens_per_frame"].get<std::int64_t>(),
                      record["head_dim"].get<std::int64_t>(), record["dtype"].get<std::string>(),
                      record["threads"].get<std::int64_t>(), record["isa"].get<std::string>());
-  out << fmt::format("band      W = {} tokens ({:.2f} frames), target density {}\n\n",
-                     record["band"].get<std::int64_t>(), record["band_frames"].get<double>(),
-                     record["target_density"].get<double>());
-  out << fmt::format("{:>4}  {:<9}  {:<8}  {:>7}  {:>9}  {:>9}  {:>8}  {:>8}\n", "head", "planted",
-                     "choice", "density", "sparse_ms", "dense_ms", "speedup", "cosine");
+  if (record["method"] == "svg") {
+    out << fmt::format("band      W = {} tokens ({:.2f} frames), ",
+                       record["band"].get<std::int64_t>(), record["band_frames"].get<double>());
+  }
+  out << fmt::format("target density {}\n\n", record["target_density"].get<double>());
+  out << fmt::format("{:>4}  {:<16}  {:<12}  {:>7}  {:>9}  {:>9}  {:>8}  {:>8}\n", "head",
+                     "planted", "choice", "density", "sparse_ms", "dense_ms", "speedup", "cosine");
   for (const auto& h : record["heads_table"]) {
-    out << fmt::format("{:>4}  {:<9}  {:<8}  {:>7.4f}  {:>9.1f}  {:>9.1f}  {:>7.2f}x  {:>8.5f}\n",
+    out << fmt::format("{:>4}  {:<16}  {:<12}  {:>7.4f}  {:>9.1f}  {:>9.1f}  {:>7.2f}x  {:>8.5f}\n",
                        h["head"].get<std::int64_t>(), h["planted"].get<std::string>(),
                        h["choice"].get<std::string>(), h["density"].get<double>(),
-                       h["sparse_ms"].get<double>(), h["dense_ms"].get<double>(),
+                       h["seconds"].get<double>() * 1e3, h["dense_ms"].get<double>(),
                        h["speedup"].get<double>(), h["cosine_vs_dense"].get<double>());
   }
   out << fmt::format(
@@ -85,17 +91,19 @@ void print_text(const nlohmann::ordered_json& record, std::ostream& out) {
 }
 
 void run_demo(const DemoOptions& options) {
-  const VideoPreset& preset = video_preset(options.preset);
-  const VideoGeometry geometry =
-      options.geometry.empty() ? preset.geometry : parse_video_geometry(options.geometry);
-  geometry.validate();
-  const std::int64_t n = geometry.tokens(), d = preset.head_dim, heads = options.heads;
+  const VideoShape shape = options.shape.resolve();
+  const VideoGeometry& geometry = shape.geometry;
+  const std::int64_t n = geometry.tokens(), d = shape.head_dim(), heads = options.heads;
   // One threading context for the whole command: workload, runners, peak.
   const auto context = std::make_shared<ThreadingContext>(static_cast<int>(options.threads));
   const int threads = context->threads();
-  const std::string png_path =
-      options.png_dir.empty() ? std::string()
-                              : (std::filesystem::path(options.png_dir) / "band-plan.png").string();
+  // The picture of the plan the method's first candidate runs on (for svg
+  // the band plan every head shares).
+  const std::string png_name =
+      (options.method == "svg" ? std::string("band") : options.method) + "-plan.png";
+  const std::string png_path = options.png_dir.empty()
+                                   ? std::string()
+                                   : (std::filesystem::path(options.png_dir) / png_name).string();
   OutputSet outputs;  // checks the destination before any work
   if (!png_path.empty()) {
     std::error_code error;
@@ -119,10 +127,11 @@ void run_demo(const DemoOptions& options) {
   const VideoWorkload workload(geometry, workload_options, context.get());
   progress.advance();
 
-  VideoAttentionOptions attention_options;
-  attention_options.density = options.density;
+  VideoAttentionOptions attention_options =
+      method_attention_options(options.method, geometry, {options.density});
   attention_options.threads = threads;
   attention_options.router.seed = options.seed;
+  if (attention_options.clusters) attention_options.clusters->seed = options.seed;
   DenseComparisonOptions compare;
   compare.context = context;
   compare.head_by_head = true;  // a progress step per head
@@ -145,8 +154,11 @@ void run_demo(const DemoOptions& options) {
   const double plan_build = sparse_layer.plan_seconds + dense_layer.plan_seconds;
 
   nlohmann::ordered_json record;
-  record["preset"] = std::string(preset.name);
-  record["model"] = std::string(preset.model);
+  record["preset"] = shape.preset ? nlohmann::ordered_json(std::string(shape.preset->name))
+                                  : nlohmann::ordered_json(nullptr);
+  record["model"] = shape.preset ? nlohmann::ordered_json(std::string(shape.preset->model))
+                                 : nlohmann::ordered_json(nullptr);
+  record["method"] = options.method;
   record["geometry"] = geometry.to_string();
   record["tokens"] = n;
   record["tokens_per_frame"] = geometry.tokens_per_frame();
@@ -167,11 +179,8 @@ void run_demo(const DemoOptions& options) {
     const double dense_seconds = dense_layer.heads[h].seconds;
     cosine_sum += cos;
     nlohmann::ordered_json row;
-    row["head"] = head.head;
     row["planted"] = std::string(to_string(workload.planted()[h]));
-    row["choice"] = std::string(to_string(head.choice));
-    row["density"] = head.density;
-    row["sparse_ms"] = head.seconds * 1e3;
+    row.update(to_json(head_fields(head, comparison.candidates)));
     row["dense_ms"] = dense_seconds * 1e3;
     row["speedup"] = head.seconds > 0.0 ? dense_seconds / head.seconds : 0.0;
     row["cosine_vs_dense"] = cos;
@@ -193,11 +202,15 @@ void run_demo(const DemoOptions& options) {
 
   if (!options.png_dir.empty()) {
     progress.set_detail("pictures");
-    // The band plan every routed head executes: spatial heads in frame-major
-    // order, temporal heads after the token-major permutation.
-    const TilePlan band_plan = TilePlan::build(video_band_mask(geometry, sparse_layer.band, {}), n,
-                                               n, attention_options.blocks);
-    write_png(png_path, render_tile_map(band_plan, {1024, geometry}));
+    // svg: the band plan every routed head executes, spatial heads in
+    // frame-major order, temporal heads after the token-major permutation.
+    // Another method: its first candidate's plan, in its run order (svg2's
+    // masks come from each head's data: the band plan stands in).
+    const Mask planned = comparison.candidates.empty() || options.method == "svg"
+                             ? video_band_mask(geometry, sparse_layer.band, {})
+                             : comparison.candidates.front().run.mask;
+    const TilePlan plan = TilePlan::build(planned, n, n, attention_options.blocks);
+    write_png(png_path, render_tile_map(plan, {1024, geometry}));
     record["png"] = nlohmann::ordered_json::array({png_path});
   }
   progress.finish();
@@ -215,44 +228,28 @@ Command add_demo_command(CLI::App& parent) {
   auto options = std::make_shared<DemoOptions>();
   CLI::App* app = parent.add_subcommand(
       "demo", "Route, run sparse and dense attention on a model shape and compare (start here)");
-  std::string presets;
-  for (const VideoPreset& preset : video_presets()) {
-    presets += fmt::format("  {:<18} {} ({} tokens, {} heads x {})\n", preset.name, preset.model,
-                           preset.geometry.tokens(), preset.heads, preset.head_dim);
-  }
   app->footer(
       "The workload is synthetic and seeded: each head is planted spatial, temporal or\n"
-      "ambiguous (tilesplash/workload.h), in bf16 with the preset's head dim. Every head\n"
-      "is routed, run sparse (its mask on the shared band plan) and dense; the cosine\n"
-      "compares the two outputs. The default takes about a minute on 2 cores.\n\nPresets:\n" +
-      presets +
+      "ambiguous (tilesplash/workload.h), in bf16 with the preset's head dim (128 for a\n"
+      "custom geometry). Every head is routed among --method's masks, run sparse and\n"
+      "dense; the cosine compares the two outputs. The default takes about a minute on\n"
+      "2 cores.\n\n" +
+      presets_text() + "\n" + methods_text() +
       "\nExamples:\n"
       "  tilesplash demo\n"
       "  tilesplash demo --preset wan2.1-14b-720p --heads 2 --density 0.2 --png pictures\n"
-      "  tilesplash demo --geometry frames=4,height=8,width=8 --heads 2 --json");
-  app->add_option("--preset", options->preset, "Model shape (see Presets below)")
-      ->capture_default_str()
-      ->type_name("NAME");
-  app->add_option("--geometry", options->geometry,
-                  "Override the preset's shape: frames=F,height=h,width=w[,text=T,text_at=...]")
-      ->type_name("GEOM")
-      ->check(non_empty("frames=F,height=h,width=w"));
+      "  tilesplash demo --geometry frames=4,height=8,width=8 --heads 2 --method radial --json");
+  add_shape_options(*app, options->shape);
+  add_method_option(*app, options->method);
   app->add_option("--heads", options->heads, "Heads to generate and run")
       ->type_name("H")
       ->capture_default_str()
       ->transform(integer_in(1, 4096));
-  app->add_option("--density", options->density, "Target density of the masks, in (0, 1]")
-      ->type_name("S")
-      ->capture_default_str()
-      ->transform(number_in(0.0, 1.0, true));
-  app->add_option("--threads", options->threads, "Worker threads (default: all hardware threads)")
-      ->type_name("T")
-      ->transform(integer_in(1, 4096));
-  app->add_option("--seed", options->seed, "Seed of the workload and the router")
-      ->type_name("N")
-      ->capture_default_str()
-      ->transform(integer_in(0, std::numeric_limits<std::int64_t>::max()));
-  app->add_option("--png", options->png_dir, "Write a picture of the band tile plan into DIR")
+  add_density_option(*app, options->density, "Target density of the masks");
+  add_threads_option(*app, options->threads);
+  add_seed_option(*app, options->seed, "Seed of the workload, the router and k-means");
+  app->add_option("--png", options->png_dir,
+                  "Write a picture of the method's tile plan (svg: the band plan) into DIR")
       ->type_name("DIR")
       ->check(non_empty("a directory"));
   app->add_flag("--json", options->json, "Print one JSON object (with a heads_table array)");

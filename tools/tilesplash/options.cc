@@ -11,6 +11,7 @@
 #include "tilesplash/attention.h"
 #include "tilesplash/kernel_limits.h"
 #include "tilesplash/mask_spec.h"
+#include "tilesplash/methods.h"
 #include "tilesplash/tensor.h"
 
 namespace tilesplash::cli {
@@ -18,7 +19,6 @@ namespace {
 
 std::string describe_range(std::int64_t lo, std::int64_t hi, std::int64_t multiple) {
   if (multiple > 1) return fmt::format("a multiple of {} from {} to {}", multiple, lo, hi);
-  if (hi == kMaxLength) return fmt::format("an integer >= {}", lo);
   return fmt::format("an integer from {} to {}", lo, hi);
 }
 
@@ -110,6 +110,131 @@ CLI::Validator mask_mode_name() {
         return fmt::format("expected tile, element or bitmask, got '{}'", text);
       },
       "");
+}
+
+CLI::Validator method_name() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        for (const MethodInfo& method : methods()) {
+          if (method.name == text) return {};
+        }
+        return fmt::format("unknown method '{}' (expected {})", text, method_list_text());
+      },
+      "");
+}
+
+VideoShape ShapeOptions::resolve() const {
+  return choose_video_shape(preset, geometry, fallback, "--preset", "--geometry");
+}
+
+void add_shape_options(CLI::App& app, ShapeOptions& options) {
+  app.add_option("--preset", options.preset,
+                 options.fallback.empty()
+                     ? std::string("Model shape (see Presets below)")
+                     : fmt::format("Model shape (see Presets below; default {})", options.fallback))
+      ->type_name("NAME")
+      ->check(non_empty("a preset name"));
+  app.add_option("--geometry", options.geometry,
+                 "Custom shape instead of --preset: frames=F,height=h,width=w\n"
+                 "[,text=T,text_at=before|after]")
+      ->type_name("GEOM")
+      ->check(non_empty("frames=F,height=h,width=w"));
+}
+
+CLI::Option* add_method_option(CLI::App& app, std::string& method, const std::string& prefix) {
+  return app
+      .add_option("--method", method,
+                  prefix + "Masks the heads run: " + method_list_text() +
+                      "\n(see Methods below; docs/masks.md)")
+      ->type_name("NAME")
+      ->capture_default_str()
+      ->check(method_name());
+}
+
+CLI::Option* add_density_option(CLI::App& app, double& density, const std::string& what) {
+  return app.add_option("--density", density, what + ", in (0, 1]")
+      ->type_name("S")
+      ->capture_default_str()
+      ->transform(number_in(0.0, 1.0, true));
+}
+
+void add_tile_options(CLI::App& app, std::int64_t& block_q, std::int64_t& block_kv) {
+  app.add_option("--block-q", block_q, "Query rows per tile: " + kernel_limits::block_q_rule())
+      ->type_name("BQ")
+      ->capture_default_str()
+      ->transform(block_q_value());
+  app.add_option("--block-kv", block_kv, "Keys per tile: " + kernel_limits::block_kv_rule())
+      ->type_name("BK")
+      ->capture_default_str()
+      ->transform(block_kv_value());
+}
+
+CLI::Option* add_threads_option(CLI::App& app, std::int64_t& threads) {
+  return app.add_option("--threads", threads, "Worker threads (default: all hardware threads)")
+      ->type_name("T")
+      ->transform(integer_in(1, 4096));
+}
+
+CLI::Option* add_seed_option(CLI::App& app, std::uint64_t& seed, const std::string& what) {
+  return app.add_option("--seed", seed, what)
+      ->type_name("N")
+      ->capture_default_str()
+      ->transform(integer_in(0, std::numeric_limits<std::int64_t>::max()));
+}
+
+CLI::Option* add_head_dim_option(CLI::App& app, std::int64_t& head_dim, const std::string& what) {
+  return app.add_option("--head-dim", head_dim, what + ": " + kernel_limits::head_dim_rule())
+      ->type_name("D")
+      ->transform(head_dim_value());
+}
+
+CLI::Option* add_dtype_option(CLI::App& app, std::string& dtype, const std::string& what) {
+  return app.add_option("--dtype", dtype, what + ": f32, bf16 or f16")
+      ->type_name("DTYPE")
+      ->check(dtype_name());
+}
+
+CLI::Option* add_samples_option(CLI::App& app, std::int64_t& samples) {
+  return app.add_option("--samples", samples, "Query rows the router samples per call")
+      ->type_name("R")
+      ->capture_default_str()
+      ->transform(integer_in(1, 1 << 20));
+}
+
+CLI::Option* add_repeats_option(CLI::App& app, std::int64_t& repeats, const std::string& what) {
+  return app.add_option("--repeats", repeats, what)
+      ->type_name("R")
+      ->capture_default_str()
+      ->transform(integer_in(1, 1000));
+}
+
+std::string presets_text() {
+  std::string text = "Presets:\n";
+  for (const VideoPreset& preset : video_presets()) {
+    text += fmt::format("  {:<18} {} ({} tokens, {} heads x {})\n", preset.name, preset.model,
+                        preset.geometry.tokens(), preset.heads, preset.head_dim);
+  }
+  return text;
+}
+
+std::string methods_text() {
+  std::string text = "Methods:\n";
+  for (const MethodInfo& method : methods()) {
+    text += fmt::format("  {:<9} {}\n", method.name, method.summary);
+  }
+  return text;
+}
+
+std::string spec_synopsis() {
+  std::string text =
+      "Mask SPEC: dense | causal[:offset=K] | local:left=L,right=R[,offset=K] |\n"
+      "chunked:size=C | random:density=D,seed=S";
+  for (const MethodInfo& method : methods()) {
+    if (method.spec) text += " |\n" + std::string(method.spec_syntax);
+  }
+  return text +
+         "\n(GEOM: preset=NAME or frames=F,height=h,width=w[,text=T,text_at=before|after]),\n"
+         "joined with | (or) and & (and, binds tighter), parentheses allowed";
 }
 
 }  // namespace tilesplash::cli

@@ -1,11 +1,16 @@
-// Option validators shared by the subcommands. They run while CLI11 parses,
-// so a bad value is reported as "--option: expected ..., got '...'" before
-// any work starts.
+// Option validators and option groups shared by the subcommands. Validators
+// run while CLI11 parses, so a bad value is reported as "--option: expected
+// ..., got '...'" before any work starts; a group adds the same options,
+// with the same names, checks and help texts, to every command that takes
+// them.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <limits>
+#include <string>
+
+#include "tilesplash/video.h"
 
 namespace tilesplash::cli {
 
@@ -32,9 +37,57 @@ CLI::Validator head_dim_value();
 CLI::Validator block_q_value();
 CLI::Validator block_kv_value();
 
-// Mask SPEC, dtype name and mask-mode name, checked with the library's parsers.
+// Mask SPEC, dtype name, mask-mode name and method name, checked with the
+// library's parsers and its registry of methods.
 CLI::Validator mask_spec();
 CLI::Validator dtype_name();
 CLI::Validator mask_mode_name();
+CLI::Validator method_name();
+
+// ---- option groups -------------------------------------------------------
+
+// --preset NAME / --geometry GEOM, resolved by the library's one rule
+// (choose_video_shape): at most one of them; neither gives `fallback`, or an
+// error when it is empty.
+struct ShapeOptions {
+  std::string preset;
+  std::string geometry;
+  std::string fallback;
+  VideoShape resolve() const;
+};
+void add_shape_options(CLI::App& app, ShapeOptions& options);
+
+// --method NAME, one of the registered methods (tilesplash/methods.h).
+CLI::Option* add_method_option(CLI::App& app, std::string& method, const std::string& prefix = "");
+
+// --density S: the target density of every mask, in (0, 1].
+CLI::Option* add_density_option(CLI::App& app, double& density, const std::string& what);
+
+// --block-q BQ / --block-kv BK with the kernel's limits; their defaults shown.
+void add_tile_options(CLI::App& app, std::int64_t& block_q, std::int64_t& block_kv);
+
+// --threads T (default: all hardware threads).
+CLI::Option* add_threads_option(CLI::App& app, std::int64_t& threads);
+
+// --seed N.
+CLI::Option* add_seed_option(CLI::App& app, std::uint64_t& seed, const std::string& what);
+
+// --head-dim D with the kernel's limits.
+CLI::Option* add_head_dim_option(CLI::App& app, std::int64_t& head_dim, const std::string& what);
+
+// --dtype DTYPE (f32, bf16, f16).
+CLI::Option* add_dtype_option(CLI::App& app, std::string& dtype, const std::string& what);
+
+// --samples R: query rows the router samples per call.
+CLI::Option* add_samples_option(CLI::App& app, std::int64_t& samples);
+
+// --repeats R: timed runs after an untimed one; medians.
+CLI::Option* add_repeats_option(CLI::App& app, std::int64_t& repeats, const std::string& what);
+
+// Help text blocks: every preset ("  NAME  model (N tokens, H heads x D)"),
+// every method ("  NAME  summary"), and the SPEC language's synopsis.
+std::string presets_text();
+std::string methods_text();
+std::string spec_synopsis();
 
 }  // namespace tilesplash::cli

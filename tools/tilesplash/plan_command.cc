@@ -20,7 +20,6 @@
 #include "tilesplash/mask_spec.h"
 #include "tilesplash/output_set.h"
 #include "tilesplash/plan.h"
-#include "tilesplash/radial.h"
 #include "tilesplash/video.h"
 #include "tilesplash/video_plan.h"
 
@@ -84,17 +83,12 @@ void run_plan(const PlanOptions& options) {
   }
 
   const Mask mask = parse_mask_spec(options.mask);
-  // A temporal mask plans its token-major band over all of its tokens; say
-  // so in the CLI's own terms before the library would.
-  const std::optional<VideoMaskInfo> info = video_mask_info(mask);
-  if (info && info->kind == VideoMaskKind::kTemporal) {
-    const std::int64_t n = info->geometry.tokens();
-    if (options.q_len != n || kv_len != n) {
-      throw std::invalid_argument(fmt::format(
-          "--q-len/--kv-len: a temporal mask runs permuted over all {} tokens of its geometry; "
-          "give --q-len {} (got {} x {})",
-          n, n, options.q_len, kv_len));
-    }
+  // A video mask covers exactly its geometry's tokens (and a permuted one
+  // plans its run-order mask over all of them): say so in the CLI's terms.
+  try {
+    mask.check_lengths(options.q_len, kv_len);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(fmt::format("--q-len/--kv-len: {}", e.what()));
   }
   const MaskPlan planned =
       plan_mask(mask, options.q_len, kv_len, {options.block_q, options.block_kv});
@@ -105,10 +99,9 @@ void run_plan(const PlanOptions& options) {
     std::visit([&](const auto& value) { record[field.first] = value; }, field.second);
   }
   if (!options.png.empty()) {
-    // Frame ticks only where the plan is in frame-major order (not a temporal band).
+    // Frame ticks only where the plan is in frame-major order (not a permuted one).
     TileMapOptions png_options;
-    if (info && info->kind == VideoMaskKind::kSpatial) png_options.geometry = info->geometry;
-    if (const auto radial = radial_mask_info(mask)) png_options.geometry = radial->geometry;
+    png_options.geometry = planned.frame_geometry;
     write_png(options.png, render_tile_map(plan, png_options));
     record["png"] = options.png;
   }
@@ -151,13 +144,7 @@ Command add_plan_command(CLI::App& parent) {
       "  tilesplash plan --mask 'sta:frames=30,height=48,width=80,tile=6x8x8,window=3x3x3' \\\n"
       "      --q-len 115200 --block-q 384 --block-kv 384");
 
-  app->add_option("--mask", options->mask,
-                  "Mask SPEC: dense | causal[:offset=K] | local:left=L,right=R[,offset=K] |\n"
-                  "chunked:size=C | random:density=D,seed=S |\n"
-                  "spatial:GEOM,BAND[,sink][,text_full] | temporal:GEOM,BAND[,sink][,text_full] |\n"
-                  "radial:GEOM,decay=D|density=S[,block=B][,sink] |\n"
-                  "sta:GEOM[,tile=TTxTHxTW],window=KTxKHxKW (BAND: band=W, band_frames=M or\n"
-                  "density=S), joined with | (or) and & (and, binds tighter), parentheses allowed")
+  app->add_option("--mask", options->mask, spec_synopsis())
       ->required()
       ->type_name("SPEC")
       ->check(mask_spec());

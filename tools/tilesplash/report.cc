@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <string>
+#include <type_traits>
+#include <variant>
 
 namespace tilesplash::cli {
 namespace {
@@ -18,6 +21,31 @@ std::string format_scalar(const nlohmann::ordered_json& value) {
 }
 
 }  // namespace
+
+nlohmann::ordered_json number_or_null(double value) {
+  return std::isfinite(value) ? nlohmann::ordered_json(value) : nlohmann::ordered_json(nullptr);
+}
+
+nlohmann::ordered_json to_json(const Fields& fields) {
+  nlohmann::ordered_json record = nlohmann::ordered_json::object();
+  for (const auto& [key, value] : fields) {
+    record[key] = std::visit(
+        [](const auto& v) -> nlohmann::ordered_json {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, double>) {
+            return number_or_null(v);
+          } else if constexpr (std::is_same_v<T, NamedNumbers>) {
+            nlohmann::ordered_json named = nlohmann::ordered_json::object();
+            for (const auto& [name, number] : v) named[name] = number_or_null(number);
+            return named;
+          } else {
+            return v;
+          }
+        },
+        value);
+  }
+  return record;
+}
 
 void print_json(const nlohmann::ordered_json& record, std::ostream& out) {
   out << record.dump() << '\n';

@@ -6,7 +6,16 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "tilesplash/fields.h"
+
 namespace tilesplash::cli {
+
+// The library's named values (plan_fields, head_fields) as a JSON object, in
+// order: a NaN number becomes null, NamedNumbers an object.
+nlohmann::ordered_json to_json(const Fields& fields);
+
+// A number, or null when it is not finite (no value).
+nlohmann::ordered_json number_or_null(double value);
 
 // Prints `record` as one line of JSON.
 void print_json(const nlohmann::ordered_json& record, std::ostream& out);

@@ -1,9 +1,10 @@
 // `tilesplash route`: runs the video front door (routing, then each head's
-// mask on the shared band plan) on the synthetic workload of a preset or
-// custom geometry and reports, per head, the planted type, the router's
-// choice and MSEs, the density and the sparse time; then the totals, with
-// routing and permutation as shares of the sparse attention time and, with
-// --compare-dense, the speed-up over dense attention on the same data.
+// mask in its run order) under any registered method on the synthetic
+// workload of a preset or custom geometry and reports, per head, the planted
+// type and the library's head report (choice, MSEs, density, times); then
+// the totals, with routing and permutation as shares of the sparse attention
+// time and, with --compare-dense, the speed-up over dense attention on the
+// same data.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -22,7 +23,7 @@
 #include "report.h"
 #include "tilesplash/attention.h"
 #include "tilesplash/evaluation.h"
-#include "tilesplash/kernel_limits.h"
+#include "tilesplash/methods.h"
 #include "tilesplash/routing.h"
 #include "tilesplash/threading.h"
 #include "tilesplash/video.h"
@@ -32,8 +33,8 @@ namespace tilesplash::cli {
 namespace {
 
 struct RouteOptions {
-  std::string preset;
-  std::string geometry;
+  ShapeOptions shape;
+  std::string method = "svg";
   std::int64_t heads = 2;
   std::int64_t head_dim = 0;  // 0: the preset's (128 for a custom geometry)
   std::string dtype = "bf16";
@@ -56,23 +57,23 @@ struct RouteOptions {
   bool json = false;
 };
 
-nlohmann::ordered_json number_or_null(double value) {
-  return std::isfinite(value) ? nlohmann::ordered_json(value) : nlohmann::ordered_json(nullptr);
+// The sampled MSE of the mask the head chose, when it was routed.
+std::string chosen_mse(const nlohmann::ordered_json& head) {
+  const auto& mse = head["mse"];
+  const std::string choice = head["choice"].get<std::string>();
+  if (!mse.contains(choice) || mse[choice].is_null()) return "-";
+  return fmt::format("{:.3e}", mse[choice].get<double>());
 }
 
 void print_heads_text(const nlohmann::ordered_json& heads, bool dense, std::ostream& out) {
-  out << fmt::format("{:>4}  {:<9}  {:<8}  {:>11}  {:>12}  {:>7}  {:>9}", "head", "planted",
-                     "choice", "mse_spatial", "mse_temporal", "density", "sparse_ms");
+  out << fmt::format("{:>4}  {:<16}  {:<12}  {:>10}  {:>7}  {:>9}", "head", "planted", "choice",
+                     "mse", "density", "sparse_ms");
   out << (dense ? fmt::format("  {:>9}  {:>8}\n", "dense_ms", "cosine") : "\n");
-  const auto mse = [](const nlohmann::ordered_json& v) {
-    return v.is_null() ? std::string("-") : fmt::format("{:.3e}", v.get<double>());
-  };
   for (const auto& head : heads) {
-    out << fmt::format("{:>4}  {:<9}  {:<8}  {:>11}  {:>12}  {:>7.4f}  {:>9.1f}",
+    out << fmt::format("{:>4}  {:<16}  {:<12}  {:>10}  {:>7.4f}  {:>9.1f}",
                        head["head"].get<std::int64_t>(), head["planted"].get<std::string>(),
-                       head["choice"].get<std::string>(), mse(head["mse_spatial"]),
-                       mse(head["mse_temporal"]), head["density"].get<double>(),
-                       head["sparse_ms"].get<double>());
+                       head["choice"].get<std::string>(), chosen_mse(head),
+                       head["density"].get<double>(), head["seconds"].get<double>() * 1e3);
     if (dense) {
       out << fmt::format("  {:>9.1f}  {:>8.5f}", head["dense_ms"].get<double>(),
                          head["cosine_vs_dense"].get<double>());
@@ -82,31 +83,28 @@ void print_heads_text(const nlohmann::ordered_json& heads, bool dense, std::ostr
 }
 
 void run_route(const RouteOptions& options) {
-  if (options.preset.empty() == options.geometry.empty()) {
-    throw std::invalid_argument("route: give exactly one of --preset NAME or --geometry GEOM");
-  }
-  const VideoPreset* preset = options.preset.empty() ? nullptr : &video_preset(options.preset);
-  const VideoGeometry geometry = preset ? preset->geometry : parse_video_geometry(options.geometry);
-  const std::int64_t head_dim =
-      options.head_dim > 0 ? options.head_dim : (preset ? preset->head_dim : 128);
+  const VideoShape shape = options.shape.resolve();
+  const VideoGeometry& geometry = shape.geometry;
+  const std::int64_t head_dim = options.head_dim > 0 ? options.head_dim : shape.head_dim();
   const DType dtype = *parse_dtype(options.dtype);
   // One threading context for the whole command: workload, runners, peak.
   const auto context = std::make_shared<ThreadingContext>(static_cast<int>(options.threads));
   const int threads = context->threads();
 
-  VideoAttentionOptions attention_options;
-  attention_options.density = options.density;
+  MethodOptions method_options{options.density, options.sink, !options.no_text_full};
   if (options.band >= 0) {
-    attention_options.band = options.band;
+    method_options.band = options.band;
   } else if (options.band_frames >= 0.0) {
-    attention_options.band = band_for_frames(geometry, options.band_frames);
+    method_options.band = band_for_frames(geometry, options.band_frames);
   }
-  attention_options.sink = options.sink;
-  attention_options.text_full = !options.no_text_full;
+  VideoAttentionOptions attention_options =
+      method_attention_options(options.method, geometry, method_options);
   attention_options.warmup = {options.dense_layers, options.dense_steps};
   attention_options.router = {options.samples, options.seed};
   attention_options.blocks = {options.block_q, options.block_kv};
   attention_options.threads = threads;
+  if (attention_options.clusters) attention_options.clusters->seed = options.seed;
+  const std::vector<std::string> masks = force_names(attention_options);
 
   WorkloadOptions workload_options;
   workload_options.heads = options.heads;
@@ -129,8 +127,10 @@ void run_route(const RouteOptions& options) {
   const std::optional<LayerReport>& dense = comparison.dense;
 
   nlohmann::ordered_json record;
-  record["preset"] = preset ? nlohmann::ordered_json(std::string(preset->name)) : nullptr;
+  record["preset"] = shape.preset ? nlohmann::ordered_json(std::string(shape.preset->name))
+                                  : nlohmann::ordered_json(nullptr);
   record["geometry"] = geometry.to_string();
+  record["method"] = options.method;
   record["tokens"] = n;
   record["num_heads"] = heads;
   record["head_dim"] = head_dim;
@@ -148,22 +148,19 @@ void run_route(const RouteOptions& options) {
   record["warmup_dense"] = report.warmup;
 
   auto head_rows = nlohmann::ordered_json::array();
+  // Planted heads whose type is one of the method's masks (spatial and
+  // temporal for svg): did the router find it?
   std::int64_t planted = 0, found = 0;
   for (const HeadReport& head : report.heads) {
     const PlantedHead kind = workload.planted()[static_cast<std::size_t>(head.head)];
-    if (kind != PlantedHead::kAmbiguous && head.routed) {
+    const std::string kind_name(to_string(kind));
+    if (head.routed && std::find(masks.begin(), masks.end(), kind_name) != masks.end()) {
       ++planted;
-      found += (kind == PlantedHead::kSpatial) == (head.choice == HeadMask::kSpatial);
+      found += head.choice.name() == kind_name ? 1 : 0;
     }
     nlohmann::ordered_json row;
-    row["head"] = head.head;
-    row["planted"] = std::string(to_string(kind));
-    row["choice"] = std::string(to_string(head.choice));
-    row["mse_spatial"] = number_or_null(head.mse_spatial);
-    row["mse_temporal"] = number_or_null(head.mse_temporal);
-    row["density"] = head.density;
-    row["sparse_ms"] = head.seconds * 1e3;
-    row["permute_ms"] = head.permute_seconds * 1e3;
+    row["planted"] = kind_name;
+    row.update(to_json(head_fields(head, comparison.candidates)));
     if (dense) {
       row["dense_ms"] = dense->heads[static_cast<std::size_t>(head.head)].seconds * 1e3;
       row["cosine_vs_dense"] = comparison.cosine[static_cast<std::size_t>(head.head)];
@@ -171,7 +168,8 @@ void run_route(const RouteOptions& options) {
     head_rows.push_back(std::move(row));
   }
   const double sparse = report.attention_seconds;
-  // Work actually done: 4 * head_dim flops per kept pair (DESIGN §8).
+  // Work actually done: 4 * head_dim flops per kept pair (Q K^T and P V,
+  // a multiply and an add each).
   double sparse_flops = 0.0;
   const double pairs = static_cast<double>(n) * static_cast<double>(n);
   for (const HeadReport& head : report.heads) sparse_flops += 4.0 * head_dim * head.density * pairs;
@@ -211,66 +209,42 @@ Command add_route_command(CLI::App& parent) {
   auto options = std::make_shared<RouteOptions>();
   CLI::App* app = parent.add_subcommand(
       "route", "Route and run video attention heads on the synthetic workload of a model shape");
-  std::string presets;
-  for (const VideoPreset& preset : video_presets()) {
-    presets += fmt::format("  {:<18} {} ({} tokens, {} heads x {})\n", preset.name, preset.model,
-                           preset.geometry.tokens(), preset.heads, preset.head_dim);
-  }
   app->footer(
       "Each head is planted spatial, temporal or ambiguous by the seeded generator\n"
       "(tilesplash/workload.h); the router samples --samples video queries per call and\n"
-      "picks the mask whose output is closer to dense. Times are medians of --repeats\n"
-      "runs after one warm-up run; routing_share and permute_share are fractions of the\n"
-      "sparse attention time.\n\nPresets:\n" +
-      presets +
+      "picks the candidate of --method whose output is closest to dense. Times are medians\n"
+      "of --repeats runs after one warm-up run; routing_share and permute_share are\n"
+      "fractions of the sparse attention time.\n\n" +
+      presets_text() + "\n" + methods_text() +
       "\nExamples:\n"
       "  tilesplash route --preset wan2.1-1.3b-480p --heads 4\n"
       "  tilesplash route --preset wan2.1-14b-720p --heads 2 --density 0.25 --compare-dense\n"
-      "  tilesplash route --geometry frames=8,height=8,width=8 --head-dim 64 --json");
+      "  tilesplash route --geometry frames=8,height=8,width=8 --head-dim 64 --method mix --json");
 
-  app->add_option("--preset", options->preset, "Model shape (see Presets below)")
-      ->type_name("NAME");
-  app->add_option("--geometry", options->geometry,
-                  "Custom shape: frames=F,height=h,width=w[,text=T,text_at=before|after]")
-      ->type_name("GEOM")
-      ->check(non_empty("frames=F,height=h,width=w"));
+  add_shape_options(*app, options->shape);
+  add_method_option(*app, options->method);
   app->add_option("--heads", options->heads, "Heads to generate and run")
       ->type_name("H")
       ->capture_default_str()
       ->transform(integer_in(1, 4096));
-  app->add_option("--head-dim", options->head_dim,
-                  "Head dimension, a multiple of 8 up to 256 (default: the preset's, else 128)")
-      ->type_name("D")
-      ->transform(head_dim_value());
-  app->add_option("--dtype", options->dtype, "Q/K/V dtype: f32, bf16 or f16")
-      ->type_name("DTYPE")
-      ->capture_default_str()
-      ->check(dtype_name());
-  app->add_option("--density", options->density,
-                  "Target density of each mask (band, text and sink included), in (0, 1]")
-      ->type_name("S")
-      ->capture_default_str()
-      ->transform(number_in(0.0, 1.0, true));
-  CLI::Option* band =
-      app->add_option("--band", options->band, "Band half-width W in tokens (overrides --density)")
-          ->type_name("W")
-          ->transform(integer_in(0, kMaxLength));
+  add_head_dim_option(*app, options->head_dim, "Head dimension (default: the preset's, else 128)");
+  add_dtype_option(*app, options->dtype, "Q/K/V dtype")->capture_default_str();
+  add_density_option(*app, options->density,
+                     "Target density of each mask (band, text and sink included)");
+  CLI::Option* band = app->add_option("--band", options->band,
+                                      "svg: band half-width W in tokens (overrides --density)")
+                          ->type_name("W")
+                          ->transform(integer_in(0, kMaxLength));
   app->add_option("--band-frames", options->band_frames,
-                  "Band half-width in frames, W = M * P (overrides --density)")
+                  "svg: band half-width in frames, W = M * P (overrides --density)")
       ->type_name("M")
       ->transform(number_in(0.0, 1e6))
       ->excludes(band);
-  app->add_flag("--sink", options->sink, "OR the first-frame sink into both masks");
+  app->add_flag("--sink", options->sink, "OR the first-frame sink into the masks (not sta, svg2)");
   app->add_flag("--no-text-full", options->no_text_full,
                 "Do not give text rows and columns full attention");
-  app->add_option("--samples", options->samples, "Query rows the router samples per call")
-      ->type_name("R")
-      ->capture_default_str()
-      ->transform(integer_in(1, 1 << 20));
-  app->add_option("--seed", options->seed, "Seed of the workload and of the router's samples")
-      ->type_name("N")
-      ->capture_default_str()
-      ->transform(integer_in(0, std::numeric_limits<std::int64_t>::max()));
+  add_samples_option(*app, options->samples);
+  add_seed_option(*app, options->seed, "Seed of the workload, the router's samples and k-means");
   app->add_option("--layer", options->layer, "Layer index given to the warm-up policy")
       ->type_name("L")
       ->capture_default_str()
@@ -285,23 +259,9 @@ Command add_route_command(CLI::App& parent) {
   app->add_option("--dense-steps", options->dense_steps, "Warm-up: steps below this run dense")
       ->type_name("N")
       ->transform(integer_in(0, 1 << 20));
-  app->add_option("--block-q", options->block_q,
-                  "Query rows per tile: " + kernel_limits::block_q_rule())
-      ->type_name("BQ")
-      ->capture_default_str()
-      ->transform(block_q_value());
-  app->add_option("--block-kv", options->block_kv,
-                  "Keys per tile: " + kernel_limits::block_kv_rule())
-      ->type_name("BK")
-      ->capture_default_str()
-      ->transform(block_kv_value());
-  app->add_option("--threads", options->threads, "Worker threads (default: all hardware threads)")
-      ->type_name("T")
-      ->transform(integer_in(1, 4096));
-  app->add_option("--repeats", options->repeats, "Timed runs after the warm-up; medians reported")
-      ->type_name("R")
-      ->capture_default_str()
-      ->transform(integer_in(1, 1000));
+  add_tile_options(*app, options->block_q, options->block_kv);
+  add_threads_option(*app, options->threads);
+  add_repeats_option(*app, options->repeats, "Timed runs after the warm-up; medians reported");
   app->add_flag("--compare-dense", options->compare_dense,
                 "Also run every head dense on the same data: times, speed-up, cosine");
   app->add_flag("--json", options->json, "Print one JSON object (with a heads array)");

@@ -258,22 +258,13 @@ Command add_tune_command(CLI::App& parent) {
       ->transform(number_in(0.0, 1.0, true))
       ->needs(preset);
   mask->needs(q_len);
-  app->add_option("--head-dim", options->head_dim,
-                  "Head dimension: " + kernel_limits::head_dim_rule())
-      ->required()
-      ->type_name("D")
-      ->transform(head_dim_value());
-  app->add_option("--dtype", options->dtype, "Input dtype: f32, bf16 or f16")
-      ->required()
-      ->type_name("DTYPE")
-      ->check(dtype_name());
+  add_head_dim_option(*app, options->head_dim, "Head dimension")->required();
+  add_dtype_option(*app, options->dtype, "Input dtype")->required();
   app->add_option("--heads", options->heads, "Heads per timed call")
       ->type_name("H")
       ->capture_default_str()
       ->transform(integer_in(1, 1024));
-  app->add_option("--threads", options->threads, "Worker threads (default: all hardware threads)")
-      ->type_name("T")
-      ->transform(integer_in(1, 4096));
+  add_threads_option(*app, options->threads);
   app->add_option("--budget-seconds", options->budget_seconds,
                   "Time for the sampled runs of all candidates (approximate)")
       ->type_name("X")

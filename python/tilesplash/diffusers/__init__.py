@@ -26,6 +26,8 @@ for self-attention; ``WanTransformer3DModel`` only): see
 
 from __future__ import annotations
 
+import copy
+import datetime
 import numbers
 
 try:
@@ -42,8 +44,6 @@ from ._sequence_parallel import SequenceParallel
 
 __all__ = ["enable", "TilesplashHandle", "summarize", "summary_table"]
 
-_FORCE_CHOICES = (None, "dense", "spatial", "temporal")
-_METHODS = ("svg", "spatial", "temporal", "radial", "sta", "mix", "svg2")
 
 
 class TilesplashHandle:
@@ -69,7 +69,8 @@ class TilesplashHandle:
         self._runtime.steps.pin(_non_negative_int(step, "step"))
 
     def report(self) -> list[dict]:
-        """One dict per self-attention call since ``enable``, in call order.
+        """One dict per self-attention call since ``enable``, in call order: a deep
+        copy, so editing it leaves the handle's own records as they were.
 
         Keys: ``layer``, ``module`` (e.g. "blocks.3.attn1"), ``step``, ``heads`` (one dict per head: ``choice``
         "dense" / "spatial" / "temporal" / a candidate of the method such as "radial" or
@@ -77,7 +78,7 @@ class TilesplashHandle:
         ``density``, ``seconds``, ...), ``seconds`` (the whole call), ``geometry``
         and the rest of ``tilesplash.VideoAttention``'s report (method, layer timings).
         """
-        return list(self._runtime.records)
+        return copy.deepcopy(self._runtime.records)
 
     def clear_report(self) -> None:
         """Forget the calls reported so far (a long run's report grows per layer and step)."""
@@ -178,6 +179,7 @@ def enable(
         processes, ranks) with their own contexts run side by side.
     """
     kind = _model_kind(transformer)
+    timeout = _timeout(timeout)  # checked with or without a group
     sequence = None
     if process_group is not None:
         if kind.name != "WanTransformer3DModel":
@@ -196,7 +198,7 @@ def enable(
         dense_steps=_non_negative_int(dense_steps, "dense_steps"),
         force=_force(force, method),
         samples=_positive_int(samples, "samples"),
-        threads=_non_negative_int(threads, "threads"),
+        threads=_non_negative_int(threads, "threads", maximum=tilesplash._core.MAX_THREADS),
         context=_context(context),
     )
     for _, name, module in kind.attention_modules(transformer):
@@ -228,10 +230,11 @@ def _model_kind(transformer) -> ModelKind:
 
 
 def _method(value) -> str:
+    names = tuple(tilesplash.methods())
     if not isinstance(value, str):
         raise TypeError(f"tilesplash.diffusers.enable: method must be a string; got {type(value).__name__}")
-    if value not in _METHODS:
-        raise ValueError(f"tilesplash.diffusers.enable: method must be one of {', '.join(map(repr, _METHODS))}; got {value!r}")
+    if value not in names:
+        raise ValueError(f"tilesplash.diffusers.enable: method must be one of {', '.join(map(repr, names))}; got {value!r}")
     return value
 
 
@@ -264,28 +267,48 @@ def _context(context):
     return context
 
 
-def _non_negative_int(value, name: str) -> int:
+_INT64_MAX = 2**63 - 1
+
+
+def _non_negative_int(value, name: str, maximum: int = _INT64_MAX) -> int:
     value = _integer(value, name)
-    if value < 0:
-        raise ValueError(f"tilesplash: {name} must be >= 0; got {value}")
+    if not 0 <= value <= maximum:
+        raise ValueError(f"tilesplash: {name} must be in [0, {maximum}]; got {value}")
+    return value
+
+
+def _timeout(value):
+    """None, a timedelta or seconds, > 0 and finite (what the collectives accept)."""
+    if value is None:
+        return None
+    seconds = value.total_seconds() if isinstance(value, datetime.timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real):
+        raise TypeError(f"tilesplash.diffusers.enable: timeout must be None, seconds or a "
+                        f"timedelta; got {type(value).__name__}")
+    if not 0 < seconds < float("inf"):
+        raise ValueError(f"tilesplash.diffusers.enable: timeout must be a finite number of "
+                         f"seconds > 0 (or None); got {value!r}")
     return value
 
 
 def _positive_int(value, name: str) -> int:
     value = _integer(value, name)
-    if value < 1:
-        raise ValueError(f"tilesplash: {name} must be >= 1; got {value}")
+    if not 1 <= value <= _INT64_MAX:
+        raise ValueError(f"tilesplash: {name} must be in [1, {_INT64_MAX}]; got {value}")
     return value
 
 
 def _force(value, method: str) -> str | None:
-    if value is not None and not isinstance(value, str):
+    if value is None:
+        return None
+    if not isinstance(value, str):
         raise TypeError(f"tilesplash.diffusers.enable: force must be None or a string; got {type(value).__name__}")
-    if method != "svg":
-        # Candidate names depend on the geometry (sta windows): VideoAttention checks them.
+    names = ("dense",) + tuple(tilesplash.methods()[method]["mask_names"])
+    if len(names) == 1:
+        # The mask names depend on the geometry (sta windows): VideoAttention checks them.
         if value == "":
             raise ValueError("tilesplash.diffusers.enable: force must be None, 'dense' or a candidate's name; got ''")
         return value
-    if value not in _FORCE_CHOICES:
-        raise ValueError(f"tilesplash.diffusers.enable: force must be None, 'dense', 'spatial' or 'temporal'; got {value!r}")
+    if value not in names:
+        raise ValueError(f"tilesplash.diffusers.enable: force must be None or one of {', '.join(map(repr, names))}; got {value!r}")
     return value

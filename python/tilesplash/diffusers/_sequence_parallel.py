@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import distributed as _dist
+from .. import _dist
 
 _WHO = "tilesplash.diffusers"
 
@@ -44,13 +44,13 @@ class SequenceParallel:
     """The process group of an enabled transformer and the hooks that shard its sequence."""
 
     def __init__(self, process_group, timeout) -> None:
-        _, dist = _dist._torch()
+        _, dist = _dist.torch_modules()
         if not isinstance(process_group, dist.ProcessGroup):
             raise TypeError(
                 f"{_WHO}.enable: process_group must be a torch.distributed ProcessGroup "
                 f"(torch.distributed.group.WORLD for every process) or None; got "
                 f"{type(process_group).__name__}")
-        self.ctx = _dist._Group(process_group, timeout, f"{_WHO} (process_group)")
+        self.ctx = _dist.Group(process_group, timeout, f"{_WHO} (process_group)")
         self.group = process_group
         self.timeout = self.ctx.seconds
         self.sizes: list[int] | None = None
@@ -99,7 +99,7 @@ class SequenceParallel:
         return output.flatten(2)[:, :, begin:end].unsqueeze(2).unsqueeze(2)
 
     def _gather(self, module, args, shard):
-        _, dist = _dist._torch()
+        _, dist = _dist.torch_modules()
         # shard: [B, n_local, C]
         longest = max(self.sizes)
         padded = shard.new_zeros(shard.shape[0], longest, shard.shape[2])

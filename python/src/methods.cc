@@ -1,0 +1,33 @@
+// tilesplash._core.methods(): the registry of video attention methods
+// (methods.h), one dict per method in registry order, so the Python layer
+// and tilesplash.diffusers list what the library registered, never a copy.
+#include "tilesplash/methods.h"
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+#include <string>
+
+#include "bindings.h"
+
+namespace tilesplash::python {
+
+void bind_methods(nb::module_& m) {
+  m.def("methods", [] {
+    nb::dict result;
+    for (const MethodInfo& method : methods()) {
+      nb::dict entry;
+      entry["summary"] = std::string(method.summary);
+      entry["row_order"] = std::string(method.row_order);
+      entry["spec"] = method.spec;
+      entry["candidates"] = method.candidates;
+      nb::list names;
+      for (const std::string_view name : method.mask_names) names.append(std::string(name));
+      entry["mask_names"] = nb::tuple(names);
+      result[nb::str(std::string(method.name).c_str())] = entry;
+    }
+    return result;
+  });
+}
+
+}  // namespace tilesplash::python

@@ -1,0 +1,35 @@
+"""The sequence-parallel toolkit behind tilesplash.distributed (the public
+functions) and the other modules that run work over a process group
+(_video_group, diffusers' sequence split). Private: its names may change;
+import the public ones from tilesplash.distributed."""
+
+from __future__ import annotations
+
+from .call import Call, agree, check_local, start
+from .group import DEFAULT_TIMEOUT, Group, release_buffers, torch_modules, workspace
+from .layouts import as_bnhd, from_bnhd, lse_from_bhn
+from .ring import ring_attention
+from .shards import SequenceShards, head_range
+from .ulysses import UlyssesExchange, single, ulysses_attention, ulysses_exchange
+
+__all__ = [
+    "Call",
+    "DEFAULT_TIMEOUT",
+    "Group",
+    "SequenceShards",
+    "UlyssesExchange",
+    "agree",
+    "as_bnhd",
+    "check_local",
+    "from_bnhd",
+    "head_range",
+    "lse_from_bhn",
+    "release_buffers",
+    "ring_attention",
+    "single",
+    "start",
+    "torch_modules",
+    "ulysses_attention",
+    "ulysses_exchange",
+    "workspace",
+]

@@ -1,0 +1,98 @@
+"""Ring attention: K/V shards travel around the ring, partial results merge
+through their LSEs."""
+
+from __future__ import annotations
+
+from .._attention import attention
+from .._merge import merge_attention
+from .call import start
+from .group import torch_modules, workspace
+from .layouts import from_bnhd, lse_from_bhn
+from .ulysses import single
+
+
+def ring_attention(q, k, v, *, mask="dense", layout="bnhd", group=None, scale=None,
+                   return_lse=False, threads=0, timeout=None, context=None):
+    """Attention of this rank's sequence shard over the whole sequence, by rotating K/V.
+
+    Arguments and result as ulysses_attention. At step s, rank r runs its
+    queries against the K/V shard of rank r - s under the window of the
+    global mask (attention(..., q_offset=, kv_offset=)). That shard is sent
+    to it by its owner while step s - 1 computes (isend / irecv overlap the
+    kernel), and only when the window keeps a pair (Mask.classify, known to
+    sender and receiver alike): under a causal mask rank r computes and
+    receives r of the P - 1 other shards, under a band only the shards the
+    band reaches travel. The partial results merge exactly through their
+    LSEs (merge_attention, float32 accumulator, steps in order, so the same
+    inputs give the same bits). Any number of heads, including fewer than
+    ranks; memory per rank is three K/V shards, not the whole sequence.
+    bf16 / f16: each step's output is rounded to the dtype before the merge,
+    so the result may differ from one process by a rounding of that dtype.
+    """
+    who = "tilesplash.distributed.ring_attention"
+    ctx, call, shards = start(q, k, v, mask, layout, scale, threads, group, timeout, who, context)
+    threads = call.threads
+    if ctx.size == 1 or shards.total == 0:
+        return single(call, return_lse, threads, context)
+    torch, dist = torch_modules()
+    rank, world, total = ctx.rank, ctx.size, shards.total
+    q0, q1 = shards.range(rank)
+
+    def k_part(n):  # K first, then V, in one buffer of the inputs' dtype
+        return call.batch * n * call.heads * call.dim
+
+    def needs(dst, src):  # does rank dst's window over rank src's keys keep a pair?
+        (a, b), (c, d) = shards.range(dst), shards.range(src)
+        return b > a and d > c and call.mask.classify((a, b), (c, d)) != 0
+
+    kv_size = [call.batch * n * call.heads * (call.dim + call.v_dim) for n in shards.sizes]
+    own = workspace("ring_own", kv_size[rank], call.dtype)
+    own[:k_part(q1 - q0)].view(call.k.shape).copy_(call.k)
+    own[k_part(q1 - q0):].view(call.v.shape).copy_(call.v)
+    # Two receive buffers take turns: step s computes on one while step s + 1 fills the other.
+    buffers = [workspace(f"ring{i}", max(kv_size), call.dtype) for i in range(2)]
+
+    def post(step):
+        """Issues step's transfers; returns (works, the buffer that will hold rank - step's K/V)."""
+        if step >= world:
+            return [], None
+        dst, src = (rank + step) % world, (rank - step) % world
+        ops, incoming = [], None
+        if needs(dst, rank):
+            ops.append(dist.P2POp(dist.isend, own, ctx.global_rank(dst), ctx.group))
+        if needs(rank, src):
+            incoming = buffers[step % 2][:kv_size[src]]
+            ops.append(dist.P2POp(dist.irecv, incoming, ctx.global_rank(src), ctx.group))
+        with ctx.errors(f"step {step} of {world - 1}: isend / irecv"):
+            return (dist.batch_isend_irecv(ops) if ops else []), incoming
+
+    acc_out, acc_lse = None, None
+    pending = post(1)
+    for step in range(world):
+        src = (rank - step) % world
+        if step == 0:
+            current = own if needs(rank, rank) else None
+        else:
+            works, current = pending
+            with ctx.errors(f"step {step} of {world - 1}: K/V of rank {src}"):
+                ctx.wait(works)
+            pending = post(step + 1)
+        if current is None:  # this window keeps no pair: nothing was sent, nothing to run
+            continue
+        k0, k1 = shards.range(src)
+        ks = current[:k_part(k1 - k0)].view(call.batch, k1 - k0, call.heads, call.dim)
+        vs = current[k_part(k1 - k0):].view(call.batch, k1 - k0, call.heads, call.v_dim)
+        out, lse = attention(call.q, ks, vs, mask=call.mask, layout="bnhd", scale=call.scale,
+                             return_lse=True, threads=threads, q_offset=q0, kv_offset=k0,
+                             q_total=total, kv_total=total, context=context)
+        if acc_out is None:
+            acc_out, acc_lse = out, lse
+        else:
+            acc_out, acc_lse = merge_attention([acc_out, out], [acc_lse, lse], layout="bnhd",
+                                               dtype=torch.float32)
+    n_local = q1 - q0
+    if acc_out is None:  # no query of this shard keeps any key
+        acc_out = torch.zeros((call.batch, n_local, call.heads, call.v_dim), dtype=call.dtype)
+        acc_lse = torch.full((call.batch, call.heads, n_local), float("-inf"))
+    out = from_bnhd(acc_out.to(call.dtype), call.layout)
+    return (out, lse_from_bhn(acc_lse, call.layout)) if return_lse else out

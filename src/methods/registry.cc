@@ -1,0 +1,35 @@
+// The registry of video attention methods: the one list. Each method's
+// folder defines its entry (what it is, its SPEC term, its builder from
+// density to candidates, how its masks run); registering a method is a line
+// here. The order is the order of every list users see (--help, errors,
+// tilesplash.methods()), the SPEC terms after the core ones.
+#include "methods/registry.h"
+
+#include <array>
+
+namespace tilesplash::detail {
+
+const MethodEntry& svg_method();       // methods/band
+const MethodEntry& spatial_method();   // methods/band
+const MethodEntry& temporal_method();  // methods/band
+const MethodEntry& radial_method();    // methods/radial
+const MethodEntry& sta_method();       // methods/sta
+const MethodEntry& mix_method();       // methods/mix
+const MethodEntry& svg2_method();      // methods/svg2
+
+std::span<const MethodEntry* const> method_registry() {
+  static const std::array kMethods = {
+      &svg_method(), &spatial_method(), &temporal_method(), &radial_method(),
+      &sta_method(), &mix_method(),     &svg2_method(),
+  };
+  return kMethods;
+}
+
+const MethodEntry* find_method(std::string_view name) {
+  for (const MethodEntry* method : method_registry()) {
+    if (method->info.name == name) return method;
+  }
+  return nullptr;
+}
+
+}  // namespace tilesplash::detail

@@ -1,0 +1,54 @@
+// Front-door options by method name, from the registry: a binding passes
+// `method="radial"`, never builds masks itself.
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "methods/registry.h"
+#include "tilesplash/methods.h"
+#include "tilesplash/routing.h"
+
+namespace tilesplash {
+
+std::span<const std::string_view> attention_method_names() {
+  static const std::vector<std::string_view> names = [] {
+    std::vector<std::string_view> result;
+    for (const MethodInfo& method : methods()) result.push_back(method.name);
+    return result;
+  }();
+  return names;
+}
+
+VideoAttentionOptions method_attention_options(std::string_view method,
+                                               const VideoGeometry& geometry,
+                                               const MethodOptions& options) {
+  const detail::MethodEntry* entry = detail::find_method(method);
+  if (entry == nullptr) {
+    throw std::invalid_argument("method_attention_options: unknown method '" + std::string(method) +
+                                "' (expected " + method_list_text() + ")");
+  }
+  if (options.band && method != "svg") {
+    throw std::invalid_argument(
+        "band: a band in tokens applies to method 'svg' only, got method '" + std::string(method) +
+        "' (give density instead)");
+  }
+  geometry.validate();
+  if (!options.band && !(options.density > 0.0 && options.density <= 1.0)) {
+    throw std::invalid_argument("density: must be in (0, 1], got " +
+                                std::to_string(options.density));
+  }
+  VideoAttentionOptions result;
+  result.density = options.density;
+  result.band = options.band;
+  result.sink = options.sink;
+  result.text_full = options.text_full;
+  if (method == "svg") return result;  // the front door's own default pair, on one band
+  if (entry->clusters != nullptr) {
+    result.clusters = entry->clusters(geometry, options);
+  } else {
+    result.candidates = entry->candidates(geometry, options);
+  }
+  return result;
+}
+
+}  // namespace tilesplash

@@ -1,0 +1,92 @@
+"""The package's layering, read from its source: module-level imports form no
+cycle (a lazy import inside a function is the way to reach upwards), and the
+public tilesplash.distributed is a thin face of the private tilesplash._dist
+that no other module reaches behind."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import tilesplash
+import tilesplash.distributed
+
+PACKAGE = pathlib.Path(tilesplash.__file__).parent
+
+
+def module_name(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def resolve(module: str, is_package: bool, level: int, target: str | None) -> str:
+    base = module.split(".")
+    if not is_package:
+        base = base[:-1]
+    if level > 1:
+        base = base[:len(base) - (level - 1)]
+    return ".".join(base + ([target] if target else []))
+
+
+def module_level_imports() -> dict[str, set[str]]:
+    """Every tilesplash module -> the tilesplash modules it imports at module level."""
+    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(), str(path))
+        edges = set()
+        for node in tree.body:  # module level only: imports inside functions are lazy
+            if isinstance(node, ast.ImportFrom) and node.level > 0:
+                target = resolve(name, path.name == "__init__.py", node.level, node.module)
+                for alias in node.names:
+                    sub = f"{target}.{alias.name}"
+                    edges.add(sub if sub in modules else target)
+            elif isinstance(node, ast.Import):
+                edges.update(a.name for a in node.names if a.name.startswith("tilesplash"))
+        # A submodule's parent packages are initialised before it anyway.
+        graph[name] = {e for e in edges
+                       if e in modules and e != name and not name.startswith(e + ".")}
+    return graph
+
+
+def test_module_level_imports_form_no_cycle():
+    graph = module_level_imports()
+    assert "tilesplash._attention" in graph and "tilesplash._torch_ops" in graph
+    state = {}
+
+    def visit(node, path):
+        state[node] = "open"
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                cycle = path[path.index(nxt):] + [nxt]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+
+
+def test_attention_and_the_torch_op_do_not_import_each_other():
+    graph = module_level_imports()
+    assert "tilesplash._attention" not in graph["tilesplash._torch_ops"]
+    assert "tilesplash._torch_ops" not in graph["tilesplash._attention"]
+
+
+def test_distributed_is_the_public_face_of_the_private_package():
+    public = set(tilesplash.distributed.__all__)
+    assert public == {"DEFAULT_TIMEOUT", "SequenceShards", "UlyssesExchange", "head_range",
+                      "release_buffers", "ring_attention", "ulysses_attention",
+                      "ulysses_exchange"}
+    for name in public:
+        assert getattr(tilesplash.distributed, name) is getattr(tilesplash._dist, name)
+    # distributed.py holds no code of its own, and nothing reaches behind it.
+    source = (PACKAGE / "distributed.py").read_text()
+    assert len(source.splitlines()) < 80
+    for path in PACKAGE.rglob("*.py"):
+        text = path.read_text()
+        assert "distributed._" not in text.replace("torch.distributed", ""), path
