@@ -39,6 +39,12 @@ from .tables import plan_tables
 STRATEGIES = ("permute", "per_head")
 
 
+def _synchronize(device) -> None:
+    """Timings of work queued on a GPU count once it has run."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def merge_lse(out_a, lse_a, out_b, lse_b):
     """Exact merge of two attention results of the same queries over disjoint keys
     (float32; rows whose two LSEs are -inf give 0 and -inf)."""
@@ -229,6 +235,8 @@ class FlexVideo:
         if kb.shape[3] != qb.shape[3]:
             raise ValueError(f"k: expected q's head dim {qb.shape[3]}, got {kb.shape[3]}")
         check_finite(q, k, v)
+        if self.clusters is not None:
+            self.clusters.layer = layer
         batch, heads, d = (int(s) for s in (qb.shape[0], qb.shape[1], qb.shape[3]))
         scale = self.scale if self.scale is not None else d ** -0.5
         warmup = layer < self.dense_layers or step < self.dense_steps
@@ -260,8 +268,7 @@ class FlexVideo:
                     for h in range(heads)]
             attention_start = time.perf_counter()
             out, lse = self.run_batch_entry(qe, ke, ve, choices, return_lse, info)
-            if q.device.type != "cpu":
-                torch.cuda.synchronize(q.device) if q.device.type == "cuda" else None
+            _synchronize(q.device)
             seconds = time.perf_counter() - attention_start
             totals["attention_seconds"] += seconds
             for h in info:
