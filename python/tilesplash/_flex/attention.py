@@ -39,8 +39,19 @@ def lse_to_layout(lse, layout: str):
     return lse[0] if layout == "hnd" else lse
 
 
+FLEX_DEVICES = ("cuda", "cpu", "xpu", "hpu", "mps")
+"""Device types FlexAttention runs on (PyTorch checks again)."""
+
+
+def check_device(q) -> None:
+    if q.device.type not in FLEX_DEVICES:
+        raise ValueError(f"q: FlexAttention runs tensors on {', '.join(FLEX_DEVICES)} devices, "
+                         f"got a tensor on device '{q.device}'")
+
+
 def check_finite(q, k, v) -> None:
-    """NaN or Inf in q, k or v is refused, naming the argument, as the native kernel does."""
+    """NaN or Inf in q, k or v is refused, naming the argument, as the native kernel does
+    (one host round trip)."""
     bad = torch.stack([~torch.isfinite(x).all() for x in (q, k, v)]).tolist()
     for name, found in zip(("q", "k", "v"), bad):
         if found:
@@ -67,6 +78,7 @@ def blocks(block_q, block_kv) -> tuple[int, int]:
 def flex_masked_attention(q, k, v, mask, layout, scale, block_q, block_kv, window,
                           compile=None, kernel_options=None):
     """Checked arguments in, (out in `layout`, lse) out."""
+    check_device(q)
     qb, kb, vb = (to_bhnd(x, layout) for x in (q, k, v))
     check_shapes(qb, kb, vb)
     q_len, kv_len = int(qb.shape[2]), int(kb.shape[2])

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from .._mask import Mask
-from .attention import check_finite, from_bhnd, lse_to_layout, to_bhnd
+from .attention import check_device, check_finite, from_bhnd, lse_to_layout, to_bhnd
 from .kernel import run_flex
 from .masks import block_mask_for
 from .router import decide, sampled_mse
@@ -224,6 +224,7 @@ class FlexVideo:
 
     def forward(self, q, k, v, layer, step, layout, return_lse):
         start = time.perf_counter()
+        check_device(q)
         qb, kb, vb = (to_bhnd(x, layout) for x in (q, k, v))
         for name, x in (("q", qb), ("k", kb), ("v", vb)):
             if int(x.shape[2]) != self.tokens:

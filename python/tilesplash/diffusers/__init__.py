@@ -136,6 +136,7 @@ def enable(
     threads: int = 0,
     context: tilesplash.ThreadingContext | None = None,
     timeout: float | None = None,
+    backend: str = "auto",
 ) -> TilesplashHandle:
     """Run ``transformer``'s self-attention through tilesplash; returns a handle.
 
@@ -174,6 +175,9 @@ def enable(
     context: a tilesplash.ThreadingContext every layer of this handle runs on;
         None: the handle's VideoAttention objects own theirs. Handles (or
         processes, ranks) with their own contexts run side by side.
+    backend: "auto" (the native kernel for a CPU transformer, FlexAttention
+        for one on a GPU), "cpu" or "flex" (FlexAttention on any device, the
+        CPU included); see tilesplash.VideoAttention and docs/gpu.md.
     """
     kind = _model_kind(transformer)
     sequence = None
@@ -196,6 +200,7 @@ def enable(
         samples=_positive_int(samples, "samples"),
         threads=_non_negative_int(threads, "threads"),
         context=_context(context),
+        backend=_backend(backend),
     )
     for _, name, module in kind.attention_modules(transformer):
         processor = module.processor
@@ -261,6 +266,12 @@ def _context(context):
             f"tilesplash.diffusers.enable: context must be a tilesplash.ThreadingContext or None, got {type(context).__name__}"
         )
     return context
+
+
+def _backend(value) -> str:
+    if value not in ("auto", "cpu", "flex"):
+        raise ValueError(f"tilesplash.diffusers.enable: backend must be 'auto', 'cpu' or 'flex'; got {value!r}")
+    return value
 
 
 def _non_negative_int(value, name: str) -> int:
