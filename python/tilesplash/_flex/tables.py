@@ -89,6 +89,16 @@ def tables_from_arrays(arrays: dict, kept_pairs: int = -1, build_seconds: float 
                       tiles, words, int(kept_pairs), float(build_seconds))
 
 
+def empty_tables(q_len: int, kv_len: int, block_q: int, block_kv: int) -> PlanTables:
+    """A plan that keeps no pair (a head that another call of the layer runs)."""
+    q_blocks, kv_blocks = -(-q_len // block_q), -(-kv_len // block_kv)
+    zeros = np.zeros((q_blocks, kv_blocks), dtype=np.int32)
+    counts = np.zeros(q_blocks, dtype=np.int32)
+    words = np.zeros((0, block_q, 2 * -(-block_kv // 64)), dtype=np.int32)
+    return PlanTables(q_len, kv_len, block_q, block_kv, counts, zeros, counts, zeros, zeros,
+                      words, 0, 0.0)
+
+
 _CACHE: OrderedDict = OrderedDict()
 _CAPACITY = 64
 
@@ -96,7 +106,10 @@ _CAPACITY = 64
 def plan_tables(mask, q_len: int, kv_len: int, block_q: int, block_kv: int,
                 window=(0, 0, 0, 0)) -> PlanTables:
     """The tables of `mask` (a tilesplash.Mask) planned exactly as given on the
-    original order (a window of it when window[2] is not 0), cached."""
+    original order (a window of it when window[2] is not 0), cached; None: a
+    plan that keeps nothing."""
+    if mask is None:
+        return empty_tables(q_len, kv_len, block_q, block_kv)
     key = (mask, q_len, kv_len, block_q, block_kv, tuple(window))
     found = _CACHE.get(key)
     if found is not None:

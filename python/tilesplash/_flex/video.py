@@ -123,6 +123,7 @@ class FlexVideo:
         return found
 
     def _visited(self, mask, q_len, kv_len) -> float:
+        """Pairs inside the tiles the plan of `mask` visits."""
         key = (mask, q_len, kv_len)
         if key not in self._visited_cache:
             tables = plan_tables(mask, q_len, kv_len, *self.block)
@@ -153,65 +154,68 @@ class FlexVideo:
             groups.setdefault(key, []).append(h)
         return groups
 
-    def _select(self, x, heads):
-        if len(heads) == x.shape[1] and heads == list(range(len(heads))):
-            return x
-        return x.index_select(1, torch.as_tensor(heads, device=x.device))
-
     def run_batch_entry(self, qb, kb, vb, choices, need_lse, info):
         """Every head of one batch entry ([1, H, N, d] views) under its choice.
-        Returns (out [1, H, N, dv], lse [1, H, N] or None)."""
-        heads, dv = int(qb.shape[1]), int(vb.shape[3])
+        Returns (out [1, H, N, dv], lse [1, H, N] or None).
+
+        Every FlexAttention call takes all H heads, the heads of other groups
+        under an empty mask (no tile visited): the calls' shapes never depend
+        on how the router split the heads, so a compiled kernel serves every
+        layer and step of a shape instead of recompiling for each split."""
+        heads = int(qb.shape[1])
         n = self.tokens
-        out = lse = None
         parts = []
-        for key, group in self._groups(choices).items():
-            q, k, v = (self._select(x, group) for x in (qb, kb, vb))
+        groups = self._groups(choices)
+        for key, group in groups.items():
+            members = set(group)
             if key[0] == "original":
-                masks = [Mask.dense() if choices[h] == "dense" else self.runs[choices[h]]["mask"]
-                         for h in group]
-                o, l = self._flex(q, k, v, masks, n, need_lse)
-                for h, m in zip(group, masks):
-                    info[h]["tiles_visited"] = self._visited(m, n, n) / (n * n)
+                masks = [None if h not in members else Mask.dense() if choices[h] == "dense"
+                         else self.runs[choices[h]]["mask"] for h in range(heads)]
+                o, l = self._flex(qb, kb, vb, masks, n, need_lse)
+                for h in group:
+                    info[h]["tiles_visited"] = self._visited(masks[h], n, n) / (n * n)
             elif key[0] == "order":
-                o, l = self._run_permuted(q, k, v, [choices[h] for h in group], need_lse, group,
-                                          info)
+                o, l = self._run_permuted(qb, kb, vb, choices, members, need_lse, info)
             else:
-                o, l = self.clusters.run(self, q, k, v, group, need_lse, info)
+                o, l = self.clusters.run(self, qb, kb, vb, group, need_lse, info)
             parts.append((group, o, l))
-        if len(parts) == 1 and parts[0][0] == list(range(heads)):
+        if len(parts) == 1:
             return parts[0][1], parts[0][2]
-        out = qb.new_empty((1, heads, n, dv))
-        lse = torch.empty((1, heads, n), dtype=torch.float32, device=qb.device) if need_lse else None
-        for group, o, l in parts:
-            index = torch.as_tensor(group, device=qb.device)
-            out.index_copy_(1, index, o.to(out.dtype))
+        out, lse = parts[0][1], parts[0][2]
+        for group, o, l in parts[1:]:
+            chosen = torch.zeros(heads, dtype=torch.bool, device=qb.device)
+            chosen[group] = True
+            out = torch.where(chosen[None, :, None, None], o.to(out.dtype), out)
             if need_lse:
-                lse.index_copy_(1, index, l)
+                lse = torch.where(chosen[None, :, None], l, lse)
         return out, lse
 
-    def _run_permuted(self, q, k, v, names, need_lse, group, info):
-        n = self.tokens
+    def _run_permuted(self, q, k, v, choices, members, need_lse, info):
+        """The heads in `members` (one row order, one key segment) on rows gathered into
+        their order; every head travels, the others under empty masks."""
+        n, heads = self.tokens, int(q.shape[1])
+        group = sorted(members)
+        name = choices[group[0]]
         start = time.perf_counter()
-        q_order = self._order(names[0], "q", q.device)
-        kv_order = self._order(names[0], "kv", q.device)
+        q_order = self._order(name, "q", q.device)
+        kv_order = self._order(name, "kv", q.device)
         qr = q.index_select(2, q_order)
         kr, vr = k.index_select(2, kv_order), v.index_select(2, kv_order)
         permute = time.perf_counter() - start
-        runs = [self.runs[name] for name in names]
-        extra = runs[0]["extra"]
-        o, l = self._flex(qr, kr, vr, [r["run_mask"] for r in runs], n,
-                          need_lse or extra is not None)
-        for h, r in zip(group, runs):
-            info[h]["tiles_visited"] = self._visited(r["run_mask"], n, n) / (n * n)
+        runs = [self.runs[choices[h]] if h in members else None for h in range(heads)]
+        extra = self.runs[name]["extra"]
+        masks = [None if r is None else r["run_mask"] for r in runs]
+        o, l = self._flex(qr, kr, vr, masks, n, need_lse or extra is not None)
+        for h in group:
+            info[h]["tiles_visited"] = self._visited(masks[h], n, n) / (n * n)
         if extra is not None:
             keys = torch.arange(extra["count"], device=q.device) * extra["stride"] + extra["first"]
             ks, vs = kr.index_select(2, keys), vr.index_select(2, keys)
-            masks = [r["extra"]["mask"] for r in runs]
+            masks = [None if r is None else r["extra"]["mask"] for r in runs]
             o2, l2 = self._flex(qr, ks, vs, masks, extra["count"], True)
             o, l = merge_lse(o, l, o2, l2)
-            for h, m in zip(group, masks):
-                info[h]["tiles_visited"] += self._visited(m, n, extra["count"]) / (n * n)
+            for h in group:
+                info[h]["tiles_visited"] += self._visited(masks[h], n, extra["count"]) / (n * n)
         start = time.perf_counter()
         out = torch.empty_like(o, dtype=q.dtype).index_copy_(2, q_order, o.to(q.dtype))
         lse = torch.empty_like(l).index_copy_(2, q_order, l) if need_lse else None
