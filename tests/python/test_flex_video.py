@@ -104,13 +104,15 @@ def test_svg2_clusters_on_the_device_equal_the_native_ones():
         assert not clusters.warm
 
 
-def test_svg2_block_lists_equal_its_mask_mod():
+@pytest.mark.parametrize("geometry", [VideoGeometry(4, 8, 16, text=9, text_at="after"),
+                                      VideoGeometry(3, 7, 9)], ids=["text_after", "ragged"])
+def test_svg2_block_lists_equal_its_mask_mod(geometry):
     # The run-order plan of the device clusters, classified from prefix sums, against
     # mask_mod on every pair (eager FlexAttention alone would not notice a wrong list).
     from tilesplash._flex.clusters import DeviceClusters
     from test_flex import check_block_lists
 
-    g = VideoGeometry(4, 8, 16, text=9, text_at="after")
+    g = geometry
     gen = torch.Generator().manual_seed(5)
     q, k, v = (torch.randn(1, 2, g.tokens, 16, generator=gen) for _ in range(3))
     flex = VideoAttention(g, method="svg2", density=0.2, backend="flex", block_q=64, block_kv=64)
@@ -144,9 +146,7 @@ def test_svg2_block_lists_equal_its_mask_mod():
                            torch.arange(n)[None, :]).numpy()
         assert keep.mean() == pytest.approx(report["heads"][h]["density"])
         check_block_lists(bm, h, keep, 64, 64)
-        visited = keep.reshape(-1)  # noqa: F841 - the fraction is checked by its definition:
-        lists = bm.kv_num_blocks[0, h].sum() + bm.full_kv_num_blocks[0, h].sum()
-        assert 0 < report["heads"][h]["tiles_visited"] <= 1 and int(lists) > 0
+        assert 0 < report["heads"][h]["tiles_visited"] <= 1
 
 
 def test_flex_video_errors():

@@ -45,6 +45,9 @@ from .. import _core
 from .kernel import run_flex
 
 _MASK64 = (1 << 64) - 1
+# Inference only: the transposed (q-block) lists serve the backward pass.
+_NO_Q_BLOCKS = ({"compute_q_blocks": False}
+                if "compute_q_blocks" in BlockMask.from_kv_blocks.__code__.co_varnames else {})
 _CHUNK_ELEMENTS = 1 << 27
 
 
@@ -159,13 +162,13 @@ def cluster_ranks(kept, sizes_q, sizes_k, sweeps=4):
 
     q_pos = ranks(q_pos)
     for sweep in range(sweeps):
-        weight = (keptf * w_q[..., None]).sum(1)
-        total = (keptf * (w_q * q_pos)[..., None]).sum(1)
+        weight = torch.einsum("ha,hab->hb", w_q, keptf)
+        total = torch.einsum("ha,hab->hb", w_q * q_pos, keptf)
         k_pos = ranks(torch.where(weight > 0, total / weight.clamp(min=1e-300), k_fallback))
         if sweep + 1 == sweeps:
             break
-        weight = (keptf * w_k[:, None, :]).sum(2)
-        total = (keptf * (w_k * k_pos)[:, None, :]).sum(2)
+        weight = torch.einsum("hab,hb->ha", keptf, w_k)
+        total = torch.einsum("hab,hb->ha", keptf, w_k * k_pos)
         q_pos = ranks(torch.where(weight > 0, total / weight.clamp(min=1e-300), q_pos))
 
     def compact(position, sizes):  # empty clusters last, ranks among the non-empty
@@ -216,7 +219,7 @@ def classify_tiles(q_rank, k_rank, compact, video, tokens, block_q, block_kv):
         end = rank.gather(1, last.expand(heads, -1))
         first = torch.where(has_video, first, torch.zeros_like(first))
         end = torch.where(has_video, end, torch.full_like(end, -1))
-        return first, end, starts + block > video
+        return first, end, torch.clamp(starts + block, max=tokens) > video
 
     a0, a1, text_rows = ranges(q_rank, block_q)
     b0, b1, text_cols = ranges(k_rank, block_kv)
@@ -307,7 +310,7 @@ class DeviceClusters:
 
         block_mask = BlockMask.from_kv_blocks(partial_num, partial_idx, full_num, full_idx,
                                               BLOCK_SIZE=(bq, bk), mask_mod=mask_mod,
-                                              seq_lengths=(n, n))
+                                              seq_lengths=(n, n), **_NO_Q_BLOCKS)
         planned = time.perf_counter() - start
         start = time.perf_counter()
         gather = lambda x, source: x.gather(  # noqa: E731
