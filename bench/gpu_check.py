@@ -215,7 +215,16 @@ def main(argv=None):
     parser.add_argument("--pytest-summary", default=None,
                         help="the gpu-marked tests' summary line, copied into the JSON")
     parser.add_argument("--skip", default="", help="comma-separated parts to skip: a, b, c")
+    parser.add_argument("--partial", default=None,
+                        help="rewrite this file with the JSON so far after every part (what "
+                             "survives a run stopped by its time limit)")
     args = parser.parse_args(argv)
+
+    def checkpoint():
+        if args.partial:
+            with open(args.partial, "w") as f:
+                json.dump(out, f, indent=1, default=str)
+
     device = torch.device(args.device)
     dtype = torch.bfloat16
     out = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
@@ -236,6 +245,7 @@ def main(argv=None):
                 out["a"][name] = a
             if isinstance(out["b"], dict):
                 out["b"][name] = b
+            checkpoint()
     if "c" in skip:
         out["c"] = "skipped"
     else:

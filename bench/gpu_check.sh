@@ -41,6 +41,7 @@ if ! echo '#include <nlohmann/json.hpp>' | c++ -x c++ -std=c++20 -fsyntax-only -
 fi
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
+command -v ccache >/dev/null && generator+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 say "building the extension with $($py --version 2>&1) into $build"
 if ! cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DTILESPLASH_BUILD_TESTS=OFF -DTILESPLASH_BUILD_BENCH=OFF -DTILESPLASH_BUILD_TOOLS=OFF \
@@ -74,8 +75,9 @@ fi
 "$py" -c "import tilesplash, tilesplash.flex; print('gpu_check: tilesplash', tilesplash.__version__)" >&2 || exit 2
 
 # -- 3. the GPU-marked tests ------------------------------------------------------------------
-"$py" -m pytest -q -p no:cacheprovider -m gpu tests/python -rs >"$logs/pytest_gpu.log" 2>&1
-tests_rc=$?
+timeout "${GPU_TESTS_TIMEOUT:-200}" "$py" -m pytest -q -p no:cacheprovider -m gpu tests/python -rs \
+  >"$logs/pytest_gpu.log" 2>&1
+tests_rc=$?  # 124: stopped at its time limit
 summary=$(grep -E "(passed|failed|skipped|error|no tests ran)" "$logs/pytest_gpu.log" | tail -1)
 say "gpu tests (rc $tests_rc): $summary"
 if [ "$tests_rc" -ne 0 ] && [ "$tests_rc" -ne 5 ]; then
@@ -84,8 +86,16 @@ fi
 
 # -- 4. the measurements ----------------------------------------------------------------------
 # shellcheck disable=SC2086
-"$py" bench/gpu_check.py --pytest-summary "rc $tests_rc: $summary" \
-  --skip "${GPU_CHECK_SKIP:-}" ${GPU_CHECK_ARGS:-} | tee "$logs/gpu_check.json"
-rc=${PIPESTATUS[0]}
+timeout "${GPU_CHECK_TIMEOUT:-270}" "$py" bench/gpu_check.py --pytest-summary "rc $tests_rc: $summary" \
+  --skip "${GPU_CHECK_SKIP:-}" --partial "$logs/gpu_check.partial.json" ${GPU_CHECK_ARGS:-} \
+  >"$logs/gpu_check.json"
+rc=$?
+if [ "$rc" -eq 0 ]; then
+  cat "$logs/gpu_check.json"
+else
+  say "bench/gpu_check.py stopped (rc $rc); the parts measured before it:"
+  cat "$logs/gpu_check.partial.json" 2>/dev/null || echo '{}'
+  echo
+fi
 say "done in $(( $(date +%s) - started )) s"
 exit "$rc"

@@ -25,13 +25,16 @@ def _cuda(*xs):
     return [x.cuda() for x in xs]
 
 
+# Each dtype and table shape is one Triton compile (tens of seconds): few cases.
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_attention_on_cuda_equals_the_native_kernel(dtype):
     gen = torch.Generator().manual_seed(0)
     n = G.tokens
     q, k, v = (torch.randn(1, n, 4, 64, generator=gen).to(dtype) for _ in range(3))
-    for mask in (Mask.spatial(G, density=0.25, sink=True, text_full=True),
-                 Mask.temporal(G, density=0.25, sink=True, text_full=True), Mask.causal()):
+    masks = [Mask.spatial(G, density=0.25, sink=True, text_full=True), Mask.causal()]
+    if dtype == torch.bfloat16:
+        masks.append(Mask.temporal(G, density=0.25, sink=True, text_full=True))
+    for mask in masks:
         out, lse = tilesplash.attention(q, k, v, mask=mask, layout="bnhd", return_lse=True)
         g_out, g_lse = tilesplash.attention(*_cuda(q, k, v), mask=mask, layout="bnhd",
                                             return_lse=True)

@@ -124,7 +124,6 @@ def assemble(plans: list, head_plan, block_q: int, block_kv: int, q_len: int, kv
         stack = lambda name: torch.stack([getattr(p, name) for p in plans])[index][None]  # noqa: E731
         head_step = 1
     else:
-        index = None
         stack = lambda name: getattr(first, name)[None, None]  # noqa: E731
         head_step = 0
     head_table = torch.as_tensor(np.asarray(head_plan if per_head else [0], dtype=np.int32),

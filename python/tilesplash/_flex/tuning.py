@@ -95,13 +95,20 @@ def _entries(path: Path) -> dict:
     return _loaded[key]
 
 
+_keys: dict = {}
+
+
 def kernel_options_for(device, mask, q_len, kv_len, head_dim, dtype, block):
     """The cached kernel options for this call's shape on this device, else None
-    (FlexAttention's own defaults). Always None on the CPU."""
+    (FlexAttention's own defaults). Always None on the CPU. The key of a shape
+    is computed once per process; the file is read once per process."""
     if torch.device(device).type == "cpu":
         return None
-    entry = _entries(cache_path()).get(tune_key(device, mask, q_len, kv_len, head_dim, dtype,
-                                                block))
+    memo = (str(device), mask, q_len, kv_len, head_dim, dtype, tuple(block))
+    key = _keys.get(memo)
+    if key is None:
+        key = _keys[memo] = tune_key(device, mask, q_len, kv_len, head_dim, dtype, block)
+    entry = _entries(cache_path()).get(key)
     return None if entry is None else dict(entry["kernel_options"])
 
 

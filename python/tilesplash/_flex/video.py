@@ -35,6 +35,7 @@ from .kernel import run_flex
 from .masks import block_mask_for
 from .router import decide, sampled_mse
 from .tables import plan_tables
+from .tuning import kernel_options_for
 
 STRATEGIES = ("permute", "per_head")
 
@@ -56,9 +57,8 @@ def merge_lse(out_a, lse_a, out_b, lse_b):
     return out, lse
 
 
-def visited_fraction(tables) -> float:
-    """Pairs inside the tiles a plan visits, over q_len x kv_len... of the square map
-    the caller divides by."""
+def visited_pairs(tables) -> float:
+    """Pairs inside the tiles a plan visits (ragged edge tiles counted in range)."""
     rows = np.minimum(tables.block_q, tables.q_len - tables.block_q * np.arange(tables.q_blocks))
     cols = np.minimum(tables.block_kv,
                       tables.kv_len - tables.block_kv * np.arange(tables.kv_blocks))
@@ -127,12 +127,17 @@ class FlexVideo:
         key = (mask, q_len, kv_len)
         if key not in self._visited_cache:
             tables = plan_tables(mask, q_len, kv_len, *self.block)
-            self._visited_cache[key] = visited_fraction(tables)
+            self._visited_cache[key] = visited_pairs(tables)
         return self._visited_cache[key]
 
     def _flex(self, q, k, v, masks, kv_len, need_lse):
         bm = block_mask_for(list(masks), self.tokens, kv_len, *self.block, q.device)
-        return run_flex(q, k, v, bm, self.scale, compile=self.compile, return_lse=need_lse)
+        # Tuned kernel options (GPUs): those of the first head's mask family and shape.
+        first = next((m for m in masks if m is not None), None)
+        options = None if first is None else kernel_options_for(
+            q.device, first, self.tokens, kv_len, int(q.shape[3]), q.dtype, self.block)
+        return run_flex(q, k, v, bm, self.scale, compile=self.compile, return_lse=need_lse,
+                        kernel_options=options)
 
     def _groups(self, choices):
         """{group key: [heads]}: ("original",) or ("order", name-of-order, extra) or ("svg2",)."""
