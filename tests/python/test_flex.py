@@ -243,3 +243,30 @@ def test_kernel_options_cache_is_keyed_by_device_name(tmp_path, monkeypatch):
     assert tilesplash.flex.kernel_options_for("cpu", mask, 1000, 1000, 64, torch.bfloat16,
                                               (128, 128)) is None
     assert all(128 % c["BLOCK_M"] == 0 and 128 % c["BLOCK_N"] == 0 for c in tuning.CANDIDATES)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_merge_on_the_device_follows_the_native_merge(layout):
+    # merge_attention's path for tensors off the CPU (torch ops, float64), run here on
+    # CPU tensors against the native merge; rows whose parts are all -inf included.
+    from tilesplash._merge import _merge_on_device
+
+    gen = torch.Generator().manual_seed(3)
+    shape = {"bhnd": (2, 3, 20, 8), "bnhd": (2, 20, 3, 8), "hnd": (3, 20, 8)}[layout]
+    lse_shape = shape[:-1] if layout != "bnhd" else (2, 3, 20)
+    outs = [torch.randn(shape, generator=gen) for _ in range(3)]
+    lses = [torch.randn(lse_shape, generator=gen) * 3 for _ in range(3)]
+    lses[1][..., 4] = float("-inf")
+    for lse in lses:
+        lse[..., 7] = float("-inf")
+    out, lse = tilesplash.merge_attention(outs, lses, layout=layout)
+    d_out, d_lse = _merge_on_device(outs, lses, layout, torch.float32, True)
+    np.testing.assert_allclose(d_out.numpy(), out.numpy(), rtol=0, atol=1e-6)
+    assert torch.equal(torch.isfinite(d_lse), torch.isfinite(lse))
+    np.testing.assert_allclose(d_lse[torch.isfinite(lse)].numpy(),
+                               lse[torch.isfinite(lse)].numpy(), rtol=1e-6)
+    assert torch.all(d_out[..., 7, :] == 0) if layout != "bnhd" else torch.all(d_out[:, 7] == 0)
+    bad = [x.clone() for x in lses]
+    bad[2][0, 0] = float("nan")
+    with pytest.raises(ValueError, match=r"lses\[2\]: NaN or \+inf"):
+        _merge_on_device(outs, bad, layout, torch.float32, True)

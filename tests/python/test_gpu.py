@@ -44,6 +44,18 @@ def test_attention_on_cuda_equals_the_native_kernel(dtype):
         np.testing.assert_allclose(g_lse.cpu().numpy(), lse.numpy(), rtol=1e-5, atol=1e-3)
 
 
+def test_merge_attention_on_cuda():
+    gen = torch.Generator().manual_seed(2)
+    outs = [torch.randn(1, 2, 50, 16, generator=gen) for _ in range(2)]
+    lses = [torch.randn(1, 2, 50, generator=gen) for _ in range(2)]
+    out, lse = tilesplash.merge_attention(outs, lses)
+    g_out, g_lse = tilesplash.merge_attention(_cuda(*outs), _cuda(*lses))
+    np.testing.assert_allclose(g_out.cpu().numpy(), out.numpy(), atol=1e-6)
+    np.testing.assert_allclose(g_lse.cpu().numpy(), lse.numpy(), rtol=1e-6)
+    with pytest.raises(ValueError, match="lses.1.: expected a tensor on the outputs' device"):
+        tilesplash.merge_attention(_cuda(*outs), [lses[0].cuda(), lses[1]])
+
+
 def test_window_and_device_mix_errors_on_cuda():
     gen = torch.Generator().manual_seed(1)
     q, k, v = (torch.randn(1, 2, 300, 64, generator=gen) for _ in range(3))
