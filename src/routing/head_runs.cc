@@ -99,7 +99,7 @@ void VideoAttention::Impl::run_sparse(const AttentionArgs& head, const MaskRun& 
     sink_out.resize(static_cast<std::size_t>(n * dv));
     sink_lse.resize(static_cast<std::size_t>(n));
     const TilePlan& extra_plan =
-        plans.get(segment.mask, n, segment.count, options.blocks, plan_seconds);
+        *plans.get(segment.mask, n, segment.count, options.blocks, plan_seconds);
     report.tiles_visited += visited_pairs(extra_plan) / map;
     runner.forward(
         extra_plan,
@@ -148,7 +148,7 @@ HeadReport VideoAttention::Impl::run_head(const AttentionArgs& args, std::int64_
   report.head = h;
   report.choice = choice;
   if (choice == HeadMask::kDense) {
-    const TilePlan& plan = plans.get(Mask::dense(), n, n, options.blocks, plan_seconds);
+    const TilePlan& plan = *plans.get(Mask::dense(), n, n, options.blocks, plan_seconds);
     runner.forward(plan, head, attention_options(options.check_finite));
     report.density = 1.0;
     report.tiles_visited = 1.0;
@@ -156,7 +156,7 @@ HeadReport VideoAttention::Impl::run_head(const AttentionArgs& args, std::int64_
     run_clusters(args, head, h, layer, report);
   } else {
     const MaskCandidate& candidate = find(choice);
-    const TilePlan& plan = plans.get(candidate.run.mask, n, n, options.blocks, plan_seconds);
+    const TilePlan& plan = *plans.get(candidate.run.mask, n, n, options.blocks, plan_seconds);
     run_sparse(head, candidate.run, plan, report, plan_seconds);
     report.density = candidate.density;
   }

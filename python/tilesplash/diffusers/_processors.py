@@ -93,8 +93,9 @@ class WanTilesplashProcessor(_Processor):
 class CogVideoXTilesplashProcessor(_Processor):
     """``CogVideoXAttnProcessor2_0`` (joint text + video attention) with tilesplash attention.
 
-    The text tokens come first (DESIGN §2) and attend, and are attended by,
-    everything (``text_full``); video tokens are routed spatial or temporal.
+    The text tokens come first (CogVideoX puts its prompt, 226 tokens, before
+    the video) and attend, and are attended by, everything (``text_full``);
+    video tokens are routed spatial or temporal.
     """
 
     def __call__(
