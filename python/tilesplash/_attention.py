@@ -80,7 +80,7 @@ def attention(q, k, v, *, mask="dense", layout="bhnd", scale=None, return_lse=Fa
     mask = spec_of(mask) if kind == "torch" and backend != "flex" else as_mask(mask)
     scale = check_scale(scale)
     return_lse = check_bool(return_lse, "return_lse")
-    block_q, block_kv = check_blocks(block_q, block_kv)
+    block_q, block_kv = check_blocks(block_q, block_kv, flex=backend == "flex")
     threads = check_int(threads, "threads", 0, maximum=MAX_THREADS)
     context = check_context(context)
     window = window_args(seq_len(q, layout), seq_len(k, layout), q_offset, kv_offset, q_total,

@@ -203,9 +203,23 @@ def _shown(bound: int) -> str:
                                                                                    str(bound))
 
 
-def check_blocks(block_q, block_kv):
+FLEX_BLOCK_MULTIPLE = 16
+
+
+def check_blocks(block_q, block_kv, flex: bool = False):
     """None (the tuned choice) or the kernel's tile sizes: block_q in [1, 4096], block_kv a
-    multiple of 64 in [64, 1024] (kernel_limits.h)."""
+    multiple of 64 in [64, 1024] (kernel_limits.h). flex: FlexAttention's, both multiples
+    of 16 in [16, 4096] (its GPU kernels tile a block by 16 to 128 rows and keys)."""
+    if flex:
+        top, step = _core.MAX_BLOCK_Q, FLEX_BLOCK_MULTIPLE
+        checked = []
+        for value, name in ((block_q, "block_q"), (block_kv, "block_kv")):
+            value = check_int(value, name, step, allow_none=True, maximum=top)
+            if value is not None and value % step:
+                raise ValueError(f"{name}: the flex backend needs a multiple of {step} in "
+                                 f"[{step}, {top}], got {value}")
+            checked.append(value)
+        return tuple(checked)
     block_q = check_int(block_q, "block_q", 1, allow_none=True, maximum=_core.MAX_BLOCK_Q)
     step, top = _core.BLOCK_KV_MULTIPLE, _core.MAX_BLOCK_KV
     if block_kv is not None:
