@@ -34,7 +34,7 @@ def group_forward(attention, group, timeout, q, k, v, layer, step, layout, retur
     raise, naming what differs, before any data moves."""
     arguments = dict(attention._agreement(), layer=layer, step=step, return_lse=return_lse)
     ctx, call, shards = _dist.start(q, k, v, "dense", layout, None, 0, group, timeout, _WHO,
-                                    arguments=arguments)
+                                    backend=attention.backend, arguments=arguments)
     attention._calls_since_reset += 1
     tokens = attention.geometry.tokens
     if shards.total != tokens:
@@ -50,8 +50,10 @@ def group_forward(attention, group, timeout, q, k, v, layer, step, layout, retur
         if h1 > h0:
             out, lse, report = attention._forward_local(qh, kh, vh, layer, step, "bnhd", True)
         else:  # more ranks than heads: this rank runs none, but still exchanges
-            out = torch.empty(call.batch, shards.total, 0, call.v_dim, dtype=call.dtype)
-            lse = torch.empty(call.batch, 0, shards.total, dtype=torch.float32)
+            out = torch.empty(call.batch, shards.total, 0, call.v_dim, dtype=call.dtype,
+                              device=call.q.device)
+            lse = torch.empty(call.batch, 0, shards.total, dtype=torch.float32,
+                              device=call.q.device)
     except Exception as caught:  # the others must hear of it, not wait for the timeout
         error = caught
     attention._last_heads = (h0, h1)

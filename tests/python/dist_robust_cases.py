@@ -103,6 +103,8 @@ DISAGREEMENTS = {
     "ring return_lse": (lambda odd: _distributed("ring", odd, return_lse=True), "return_lse"),
     "ulysses scale": (lambda odd: _distributed("ulysses", odd, scale=0.5), "scale"),
     "ring mask": (lambda odd: _distributed("ring", odd, mask="causal:offset=1"), "mask"),
+    # An argument added after the agreement was written is compared all the same.
+    "ring backend": (lambda odd: _distributed("ring", odd, backend="flex"), "backend"),
     "ulysses same call": (lambda odd: _distributed(
         "ulysses", odd, mask=tilesplash.Mask.causal(), threads=2, timeout=30), None),
     "video density": (lambda odd: _video(odd, dict(density=0.3)), "VideoAttention.density"),
@@ -129,6 +131,8 @@ DISAGREEMENTS = {
     "video svg2 reset everywhere": (lambda odd: _video(
         odd, {}, base=dict(method="svg2"), calls=((0, 0), (0, 1)),
         between=lambda a, odd: [a.reset_clusters() for _ in range(1 + odd)]), None),
+    "video flex_strategy": (lambda odd: _video(odd, dict(flex_strategy="per_head")),
+                            "VideoAttention.flex_strategy"),
     "video same": (lambda odd: _video(odd, dict(threads=2, timeout=30)), None),
     "diffusers density": (lambda odd: _diffusers(odd, dict(density=0.3)), "enable.density"),
     "diffusers inputs": (lambda odd: _diffusers(odd, input_seed=2), "input hidden_states"),

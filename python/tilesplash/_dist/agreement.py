@@ -102,9 +102,10 @@ def digest_words(description: Mapping[str, str]) -> list[int]:
 
 
 def gather_rows(ctx: Group, what: str, row: list[int]) -> list[list[int]]:
-    """Every rank's int64 `row` (all of one length), in rank order: one all_gather."""
+    """Every rank's int64 `row` (all of one length), in rank order: one all_gather
+    (on the group's collective device: NCCL moves CUDA tensors only)."""
     torch, dist = torch_modules()
-    mine = torch.tensor(row, dtype=torch.int64)
+    mine = torch.tensor(row, dtype=torch.int64, device=ctx.device)
     rows = [torch.empty_like(mine) for _ in range(ctx.size)]
     ctx.run(what, lambda: dist.all_gather(rows, mine, group=ctx.group, async_op=True))
     return [x.tolist() for x in rows]
@@ -113,18 +114,18 @@ def gather_rows(ctx: Group, what: str, row: list[int]) -> list[list[int]]:
 def gather_objects(ctx: Group, what: str, obj) -> list:
     """Every rank's picklable `obj`, in rank order, under the group's timeout."""
     torch, dist = torch_modules()
-    data = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
-    size = torch.tensor([data.numel()], dtype=torch.int64)
+    data = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8).to(ctx.device)
+    size = torch.tensor([data.numel()], dtype=torch.int64, device=ctx.device)
     sizes = [torch.empty_like(size) for _ in range(ctx.size)]
     ctx.run(f"all_gather of the sizes of {what}",
             lambda: dist.all_gather(sizes, size, group=ctx.group, async_op=True))
     longest = max(int(s) for s in sizes)
-    padded = torch.zeros(longest, dtype=torch.uint8)
+    padded = torch.zeros(longest, dtype=torch.uint8, device=ctx.device)
     padded[:data.numel()] = data
     rows = [torch.empty_like(padded) for _ in range(ctx.size)]
     ctx.run(f"all_gather of {what}",
             lambda: dist.all_gather(rows, padded, group=ctx.group, async_op=True))
-    return [pickle.loads(row[:int(s)].numpy().tobytes()) for row, s in zip(rows, sizes)]
+    return [pickle.loads(row[:int(s)].cpu().numpy().tobytes()) for row, s in zip(rows, sizes)]
 
 
 def check_same(ctx: Group, digests: list[list[int]], description: Mapping[str, str]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .._backend import check_backend, resolve
 from .._mask import _parse, as_mask
 from .._tensors import MAX_THREADS, check_int, check_layout, check_qkv, check_scale
 from .._threading import check_context
@@ -32,16 +33,19 @@ class Call:
     v_dim: int
     dtype: object
     threads: int
+    backend: str = "cpu"  # resolved: "cpu" (the native kernel) or "flex"
 
 
-def check_local(q, k, v, mask, layout, scale, threads, who) -> Call:
+def check_local(q, k, v, mask, layout, scale, threads, who, backend="auto") -> Call:
     torch, _ = torch_modules()
     layout = check_layout(layout)
+    backend = check_backend(backend)
     for name, x in (("q", q), ("k", k), ("v", v)):
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"{name}: {who} needs torch tensors (it runs on torch.distributed), "
                             f"got {type(x).__module__}.{type(x).__qualname__}")
-    check_qkv(q, k, v, layout)
+    backend = resolve(backend, q)
+    check_qkv(q, k, v, layout, any_device=backend == "flex")
     mask = as_mask(mask)
     scale = check_scale(scale)
     threads = check_int(threads, "threads", 0, maximum=MAX_THREADS)
@@ -60,19 +64,20 @@ def check_local(q, k, v, mask, layout, scale, threads, who) -> Call:
         if not bool(torch.isfinite(x).all()):
             raise ValueError(f"{name}: NaN or Inf in this rank's shard")
     return Call(qb, kb, vb, layout, mask, scale, int(qb.shape[0]), int(qb.shape[2]),
-                 int(qb.shape[1]), int(qb.shape[3]), int(vb.shape[3]), q.dtype, threads)
+                int(qb.shape[1]), int(qb.shape[3]), int(vb.shape[3]), q.dtype, threads, backend)
 
 
 def call_description(local: Call, arguments) -> dict[str, str]:
     """What every rank must pass the same: the shapes and dtype its tensors imply,
-    the mask, layout and scale as checked, and every other argument in
-    `arguments` but the PER_RANK ones (the caller's locals() on entry)."""
+    the mask, layout, scale and backend as checked (the backend resolved), and
+    every other argument in `arguments` but the PER_RANK ones (the caller's
+    locals() on entry)."""
     described = describe_arguments(arguments or {})
     described.update({
         "batch": str(local.batch), "heads": str(local.heads), "head dim": str(local.dim),
         "v head dim": str(local.v_dim), "dtype": str(local.dtype).removeprefix("torch."),
         "layout": local.layout, "mask": _comparable_spec(local.mask),
-        "scale": describe(local.scale)})
+        "scale": describe(local.scale), "backend": local.backend})
     return described
 
 
@@ -113,7 +118,7 @@ def agree(ctx: Group, local: Call | None, description, error: Exception | None) 
 
 
 def start(q, k, v, mask, layout, scale, threads, group, timeout, who, context=None,
-          arguments=None):
+          backend="auto", arguments=None):
     """Checks this rank's arguments and agrees on them with the other ranks.
 
     arguments: what else every rank must pass the same, by name (the public
@@ -125,7 +130,7 @@ def start(q, k, v, mask, layout, scale, threads, group, timeout, who, context=No
     local, description, error = None, None, None
     try:
         check_context(context)
-        local = check_local(q, k, v, mask, layout, scale, threads, who)
+        local = check_local(q, k, v, mask, layout, scale, threads, who, backend)
         description = call_description(local, arguments)
     except Exception as caught:  # every rank must reach the gather, or the others wait
         error = caught

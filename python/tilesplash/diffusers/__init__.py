@@ -139,6 +139,7 @@ def enable(
     threads: int = 0,
     context: tilesplash.ThreadingContext | None = None,
     timeout: float | None = None,
+    backend: str = "auto",
 ) -> TilesplashHandle:
     """Run ``transformer``'s self-attention through tilesplash; returns a handle.
 
@@ -177,6 +178,9 @@ def enable(
     context: a tilesplash.ThreadingContext every layer of this handle runs on;
         None: the handle's VideoAttention objects own theirs. Handles (or
         processes, ranks) with their own contexts run side by side.
+    backend: "auto" (the native kernel for a CPU transformer, FlexAttention
+        for one on a GPU), "cpu" or "flex" (FlexAttention on any device, the
+        CPU included); see tilesplash.VideoAttention and docs/gpu.md.
     """
     kind = _model_kind(transformer)
     timeout = _timeout(timeout)  # checked with or without a group
@@ -200,6 +204,7 @@ def enable(
         samples=_positive_int(samples, "samples"),
         threads=_non_negative_int(threads, "threads", maximum=tilesplash._core.MAX_THREADS),
         context=_context(context),
+        backend=_backend(backend),
     )
     for _, name, module in kind.attention_modules(transformer):
         processor = module.processor
@@ -265,6 +270,12 @@ def _context(context):
             f"tilesplash.diffusers.enable: context must be a tilesplash.ThreadingContext or None, got {type(context).__name__}"
         )
     return context
+
+
+def _backend(value) -> str:
+    if value not in ("auto", "cpu", "flex"):
+        raise ValueError(f"tilesplash.diffusers.enable: backend must be 'auto', 'cpu' or 'flex'; got {value!r}")
+    return value
 
 
 _INT64_MAX = 2**63 - 1

@@ -33,6 +33,7 @@ class Settings:
     method: str = "svg"
     density_budget: float | None = None
     context: tilesplash.ThreadingContext | None = None
+    backend: str = "auto"
 
 
 class StepCounter:
@@ -123,6 +124,7 @@ class Runtime:
                 context=s.context,
                 group=None if self.sequence is None else self.sequence.group,
                 timeout=None if self.sequence is None else self.sequence.timeout,
+                backend=s.backend,
             )
             self._layers[geometry_key] = layer
         return layer
