@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "tilesplash/attention.h"
@@ -126,10 +127,13 @@ BlockChoice cached_block_choice(const Mask& mask, std::int64_t q_len, std::int64
 
 // The video front door on whole tensors: one forward() per batch entry, all
 // heads of that entry routed together. q_len and kv_len must equal the
-// geometry's tokens. One report per batch entry; none without batch entries
-// or heads.
+// geometry's tokens. key_limits: empty (no padding) or one per batch entry,
+// that entry's VideoAttention::forward() key_limit (prompts of different
+// lengths padded to one text length). One report per batch entry; none
+// without batch entries or heads.
 std::vector<LayerReport> layout_video_attention(VideoAttention& attention, const LayoutArgs& args,
                                                 std::int64_t layer = 0, std::int64_t step = 0,
-                                                const BatchProgress& progress = {});
+                                                const BatchProgress& progress = {},
+                                                std::span<const std::int64_t> key_limits = {});
 
 }  // namespace tilesplash

@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -149,7 +150,8 @@ class PyVideoAttention {
 
   nb::dict forward(const TensorDesc& q, const TensorDesc& k, const TensorDesc& v,
                    const TensorDesc& out, std::uintptr_t lse, const std::string& layout,
-                   std::int64_t layer, std::int64_t step) {
+                   std::int64_t layer, std::int64_t step,
+                   const std::optional<std::vector<std::int64_t>>& key_lengths) {
     if (layer < 0) throw std::invalid_argument("layer: must be >= 0, got " + std::to_string(layer));
     if (step < 0) throw std::invalid_argument("step: must be >= 0, got " + std::to_string(step));
     const LayoutArgs args = layout_args(q, k, v, out, lse, layout);
@@ -164,7 +166,9 @@ class PyVideoAttention {
       Entry& entry = entry_for(shape.head_dim, args.q.dtype);
       blocks = entry.attention->options().blocks;
       tuned = entry.tuned;
-      reports = layout_video_attention(*entry.attention, args, layer, step);
+      reports = layout_video_attention(*entry.attention, args, layer, step, {},
+                                       key_lengths ? std::span<const std::int64_t>(*key_lengths)
+                                                   : std::span<const std::int64_t>());
       last_ = entry.attention.get();
     }
     const double seconds =
@@ -290,7 +294,7 @@ void bind_video_attention(nb::module_& m) {
       .def("sampled_rows", &PyVideoAttention::sampled_rows, "layer"_a, "step"_a)
       .def("reset_clusters", &PyVideoAttention::reset_clusters)
       .def("forward", &PyVideoAttention::forward, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "layout"_a,
-           "layer"_a, "step"_a);
+           "layer"_a, "step"_a, "key_lengths"_a.none());
 }
 
 }  // namespace tilesplash::python

@@ -3,6 +3,8 @@
 // heads x q-blocks and both cores stay busy even on short sequences; the
 // result is the same bits as one call per head because every (head, q-block)
 // item is computed on its own.
+#include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -115,8 +117,14 @@ void layout_attention(AttentionBackend& backend, const TilePlan& plan, const Lay
 
 std::vector<LayerReport> layout_video_attention(VideoAttention& attention, const LayoutArgs& args,
                                                 std::int64_t layer, std::int64_t step,
-                                                const BatchProgress& progress) {
+                                                const BatchProgress& progress,
+                                                std::span<const std::int64_t> key_limits) {
   const LayoutShape shape = check_layout_args(args);
+  if (!key_limits.empty() && static_cast<std::int64_t>(key_limits.size()) != shape.batch) {
+    throw std::invalid_argument("key_limits: expected one per batch entry (" +
+                                std::to_string(shape.batch) + "), got " +
+                                std::to_string(key_limits.size()));
+  }
   // Lengths first, for every batch entry at once (and for none), so that a
   // per-entry error below can only be about that entry's data.
   const std::int64_t tokens = attention.geometry().tokens();
@@ -133,7 +141,11 @@ std::vector<LayerReport> layout_video_attention(VideoAttention& attention, const
   EntryViews entry;
   for (std::int64_t b = 0; b < shape.batch; ++b) {
     reports.push_back(in_entry(b, shape.batch, [&] {
-      return attention.forward(entry.views(args, a, b, b * shape.heads * shape.q_len), layer, step);
+      const std::optional<std::int64_t> limit =
+          key_limits.empty() ? std::nullopt
+                             : std::optional<std::int64_t>(key_limits[static_cast<std::size_t>(b)]);
+      return attention.forward(entry.views(args, a, b, b * shape.heads * shape.q_len), layer, step,
+                               limit);
     }));
     if (progress) progress(b, 1);
   }
