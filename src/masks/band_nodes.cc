@@ -180,7 +180,7 @@ KeyRangeNode::KeyRangeNode(std::int64_t begin, std::int64_t end) : begin_(begin)
 }
 
 TileKind KeyRangeNode::classify(IndexRange, IndexRange cols) const {
-  if (cols.end <= begin_ || cols.begin >= end_) return TileKind::kEmpty;
+  if (begin_ == end_ || cols.end <= begin_ || cols.begin >= end_) return TileKind::kEmpty;
   if (cols.begin >= begin_ && cols.end <= end_) return TileKind::kFull;
   return TileKind::kPartial;
 }

@@ -104,6 +104,11 @@ class Runtime:
         tokens = q.shape[1]
         self._check_tokens(state, tokens, frames, height, width, text)
         key_lengths = key_padding(state, key_mask, q.shape[0], tokens)
+        if key_lengths is not None and min(key_lengths) < frames * height * width:
+            raise NotImplementedError(
+                f"tilesplash: {state.name}'s attention mask drops keys of the video itself "
+                f"(real keys {key_lengths} of {frames * height * width} video tokens): tilesplash "
+                "serves key padding of the text after the video only")
         dense = self.dense(layer, step)
         attention = self._video_attention(state, (frames, height, width, text, text_at), scale,
                                           dense)
