@@ -80,7 +80,8 @@ class TilesplashHandle:
     def report(self) -> list[dict]:
         """One dict per self-attention call since ``enable``, in call order.
 
-        Keys: ``transformer`` (the class), ``layer``, ``module`` (e.g. "blocks.3.attn1"),
+        Keys: ``transformer`` (the pipeline's component, e.g. "transformer_2", or the class
+        name of a transformer enabled alone), ``layer``, ``module`` (e.g. "blocks.3.attn1"),
         ``step``, ``warmup`` (the call ran dense: warm-up layer, first or last steps),
         ``heads`` (one dict per batch entry and head: ``choice`` "dense" / "spatial" /
         "temporal" / a candidate of the method such as "radial" or "sta:3x3x3" / "svg2",
@@ -199,8 +200,8 @@ def enable(
     runtime = Runtime(settings, Steps(scheduler), sequence)
     runtime_id = add_runtime(runtime)
     installed = []
-    for index, (_, model, spec) in enumerate(targets):
-        one = Installed(model, spec, ModelState(spec, model, index), runtime, runtime_id, sequence)
+    for index, (name, model, spec) in enumerate(targets):
+        one = Installed(model, spec, ModelState(spec, name, index), runtime, runtime_id, sequence)
         one.install()
         installed.append(one)
     return TilesplashHandle(runtime, installed, [name for name, _, _ in targets])

@@ -48,10 +48,10 @@ def add_runtime(runtime) -> int:
 class ModelState:
     """One switched transformer: its spec and the current forward's geometry."""
 
-    def __init__(self, spec: ModelSpec, model: torch.nn.Module, index: int) -> None:
+    def __init__(self, spec: ModelSpec, name: str, index: int) -> None:
         self.spec = spec
         self.index = index  # among the handle's transformers
-        self.name = type(model).__name__
+        self.name = name  # a pipeline's component name ("transformer_2"), or the class name
         self.forward = None  # the _models.Forward of the call in progress
 
 
@@ -103,10 +103,10 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
         raise ValueError(f"tilesplash: attention dropout is not supported (got dropout_p={dropout_p}); "
                          "tilesplash is for inference: call model.eval()")
     if is_causal:
-        raise NotImplementedError(f"tilesplash: {state.name} asked for causal attention, which its "
+        raise NotImplementedError(f"tilesplash: {state.spec.name} asked for causal attention, which its "
                                   "video self-attention never is")
     if key.shape[2] != query.shape[2]:
-        raise NotImplementedError(f"tilesplash: {state.name} has {key.shape[2]} key heads for "
+        raise NotImplementedError(f"tilesplash: {state.spec.name} has {key.shape[2]} key heads for "
                                   f"{query.shape[2]} query heads (grouped-query attention)")
     if torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad):
         # The kernel has no backward: going on would cut the autograd graph silently.
@@ -150,15 +150,15 @@ def _key_mask(state: ModelState, attn_mask, tokens: int):
         # Kandinsky 5's NABLA: its own block-sparse attention, which tilesplash replaces.
         return None
     if not isinstance(attn_mask, torch.Tensor):
-        raise NotImplementedError(f"tilesplash: {state.name} passed an attention mask of type "
+        raise NotImplementedError(f"tilesplash: {state.spec.name} passed an attention mask of type "
                                   f"{type(attn_mask).__name__}")
     if attn_mask.shape[-1] != tokens:
-        raise ValueError(f"tilesplash: {state.name}'s attention mask covers {attn_mask.shape[-1]} "
+        raise ValueError(f"tilesplash: {state.spec.name}'s attention mask covers {attn_mask.shape[-1]} "
                          f"keys, the sequence has {tokens}")
     queries = attn_mask.shape[-2] if attn_mask.dim() >= 3 else 1
     if queries != 1 and state.spec.mask != "outer":
         reason = state.spec.full_mask or "a mask per query and key is not key padding"
-        raise NotImplementedError(f"tilesplash: {state.name} passed an attention mask of shape "
+        raise NotImplementedError(f"tilesplash: {state.spec.name} passed an attention mask of shape "
                                   f"{tuple(attn_mask.shape)}: {reason}")
     return attn_mask
 

@@ -106,7 +106,7 @@ class Runtime:
         key_lengths = key_padding(state, key_mask, q.shape[0], tokens)
         if key_lengths is not None and min(key_lengths) < frames * height * width:
             raise NotImplementedError(
-                f"tilesplash: {state.name}'s attention mask drops keys of the video itself "
+                f"tilesplash: {state.spec.name}'s attention mask drops keys of the video itself "
                 f"(real keys {key_lengths} of {frames * height * width} video tokens): tilesplash "
                 "serves key padding of the text after the video only")
         dense = self.dense(layer, step)
@@ -136,7 +136,7 @@ class Runtime:
         video = frames * height * width
         if text < 0 or (text == 0 and tokens != video):
             raise ValueError(
-                f"tilesplash: {state.name}'s self-attention got {tokens} tokens, but the "
+                f"tilesplash: {state.spec.name}'s self-attention got {tokens} tokens, but the "
                 f"transformer's input gives {frames} frames x {height} x {width} after patching = "
                 f"{video} video tokens"
                 + ("" if state.spec.text_at == "none" else " and more tokens than text")
@@ -163,7 +163,7 @@ def key_padding(state, mask, batch: int, tokens: int) -> list[int] | None:
     when it keeps them all. Raises NotImplementedError for a mask that is not key padding."""
     if mask is None:
         return None
-    who = f"tilesplash: {state.name}'s attention mask"
+    who = f"tilesplash: {state.spec.name}'s attention mask"
     if state.spec.mask == "outer" and mask.dim() >= 3 and mask.shape[-2] != 1:
         # keys & queries (HunyuanVideo 1.5): row 0 (a video query, always real) holds the key
         # mask, and so does the diagonal of a product of the two.
