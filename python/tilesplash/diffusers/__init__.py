@@ -35,7 +35,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 
 import tilesplash
 
-from ._backend import ModelState, add_runtime
+from ._backend import ModelState, add_runtime, drop_runtime
 from ._install import Installed, check_processors
 from ._models import model_specs, spec_for
 from ._report import summarize, summary_table
@@ -56,8 +56,10 @@ def supported_models() -> dict[str, str | None]:
 class TilesplashHandle:
     """What ``enable`` returns: step override, report, and the way back."""
 
-    def __init__(self, runtime: Runtime, installed: list[Installed], names: list[str]) -> None:
+    def __init__(self, runtime: Runtime, runtime_id: int, installed: list[Installed],
+                 names: list[str]) -> None:
         self._runtime = runtime
+        self._runtime_id = runtime_id
         self._installed = installed
         self._names = names
 
@@ -105,6 +107,7 @@ class TilesplashHandle:
             self._runtime.sequence.remove()
         self._installed = []
         self._runtime.clear()
+        drop_runtime(self._runtime_id)
 
     def __repr__(self) -> str:
         state = "active" if self.active else "removed"
@@ -204,7 +207,7 @@ def enable(
         one = Installed(model, spec, ModelState(spec, name, index), runtime, runtime_id, sequence)
         one.install()
         installed.append(one)
-    return TilesplashHandle(runtime, installed, [name for name, _, _ in targets])
+    return TilesplashHandle(runtime, runtime_id, installed, [name for name, _, _ in targets])
 
 
 def _targets(target):

@@ -45,6 +45,11 @@ def add_runtime(runtime) -> int:
     return key
 
 
+def drop_runtime(key: int) -> None:
+    """After remove(): a compiled graph that still called the op would raise, not run."""
+    _RUNTIMES.pop(key, None)
+
+
 class ModelState:
     """One switched transformer: its spec and the current forward's geometry."""
 
