@@ -1,5 +1,6 @@
 // What both fuzz targets assert beyond "no crash, no sanitizer report": a
-// rejected input yields exactly one InputError line naming the input, and
+// rejected input yields exactly one InputError line naming the input (quoted,
+// as every message quotes a file), and
 // anything else escaping the parser is a bug, so it aborts for libFuzzer.
 #pragma once
 
@@ -13,7 +14,7 @@ namespace tilesplash::fuzz {
 
 inline void check_error_message(const InputError& error, const std::string& name) {
   const std::string message = error.what();
-  if (message.rfind(name + ": ", 0) != 0 || message.find('\n') != std::string::npos) {
+  if (message.rfind(quoted_name(name) + ": ", 0) != 0 || message.find('\n') != std::string::npos) {
     std::fprintf(stderr, "malformed error message: %s\n", message.c_str());
     std::abort();
   }

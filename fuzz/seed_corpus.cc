@@ -56,24 +56,42 @@ void write_safetensors_seeds(const std::string& dir) {
                                 {{"q", ramp(DType::kF32, {1, 2, 2, 4})},
                                  {"k", ramp(DType::kF16, {1, 2, 2, 4})},
                                  {"v", ramp(DType::kBF16, {1, 2, 2, 4})}});
-  const std::string data(64, '\x3c');
+  // Each file's data section holds exactly the bytes its header describes,
+  // as a valid file must, except where a seed is a near miss on purpose.
   const struct {
     const char* name;
     std::string json;
+    std::size_t data_bytes;
   } seeds[] = {
       {"metadata_and_i64.safetensors",
        R"({"__metadata__":{"format":"pt"},"ids":{"dtype":"I64","shape":[2],"data_offsets":[0,16]},)"
-       R"("x":{"dtype":"BF16","shape":[2,4],"data_offsets":[16,32]}})"},
-      {"overlapping_unsorted.safetensors",
+       R"("x":{"dtype":"BF16","shape":[2,4],"data_offsets":[16,32]}})",
+       32},
+      {"unsorted.safetensors",
        R"({"b":{"dtype":"F32","shape":[4],"data_offsets":[16,32]},)"
-       R"("a":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})"},
-      {"empty_tensor.safetensors", R"({"e":{"dtype":"F16","shape":[0,3],"data_offsets":[0,0]}})"},
-      {"out_of_range.safetensors", R"({"q":{"dtype":"F32","shape":[64],"data_offsets":[0,256]}})"},
+       R"("a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})",
+       32},
+      {"empty_tensor.safetensors", R"({"e":{"dtype":"F16","shape":[0,3],"data_offsets":[0,0]}})",
+       0},
       {"unsupported_dtype.safetensors",
-       R"({"q":{"dtype":"F64","shape":[8],"data_offsets":[0,64]}})"},
-      {"metadata_only.safetensors", R"({"__metadata__":{}})"},
+       R"({"q":{"dtype":"F64","shape":[8],"data_offsets":[0,64]}})", 64},
+      {"metadata_only.safetensors", R"({"__metadata__":{}})", 0},
+      // Near misses: the reference implementation rejects each of these.
+      {"overlapping.safetensors",
+       R"({"b":{"dtype":"F32","shape":[4],"data_offsets":[16,32]},)"
+       R"("a":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})",
+       32},
+      {"hole.safetensors",
+       R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+       R"("b":{"dtype":"F32","shape":[2],"data_offsets":[16,24]}})",
+       24},
+      {"trailing_bytes.safetensors", R"({"q":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+       16},
+      {"out_of_range.safetensors", R"({"q":{"dtype":"F32","shape":[64],"data_offsets":[0,256]}})",
+       64},
   };
   for (const auto& seed : seeds) {
+    const std::string data(seed.data_bytes, '\x3c');
     test::write_bytes(dir + "/" + seed.name, test::safetensors_file(seed.json, data));
   }
 }

@@ -134,6 +134,13 @@ std::vector<BadCase> bad_cases() {
       {"scale_negative", [](Call& c) { c.options.scale = -0.125f; }, {"scale"}},
       {"scale_nan", [nan](Call& c) { c.options.scale = nan; }, {"scale"}},
       {"scale_inf", [inf](Call& c) { c.options.scale = inf; }, {"scale"}},
+      // Finite, but scale * log2(e) is not in float32: the scale is the cause,
+      // whatever q.k holds (here |q.k| < 100), so the message must say scale.
+      {"scale_past_max",
+       [inf](Call& c) { c.options.scale = std::nextafter(kernel_limits::kMaxScale, inf); },
+       {"scale"}},
+      {"scale_3e38", [](Call& c) { c.options.scale = 3e38f; }, {"scale"}},
+      {"threads_past_max", [](Call& c) { c.options.threads = kMaxThreads + 1; }, {"threads"}},
       {"nan_in_q", [nan](Call& c) { c.q.set(1, 99, 63, nan); }, {"q"}},
       {"inf_in_k", [inf](Call& c) { c.k.set(0, 0, 0, -inf); }, {"k"}},
       {"nan_in_v", [nan](Call& c) { c.v.set(1, 64, 5, nan); }, {"v"}},
@@ -159,6 +166,24 @@ std::vector<BadCase> bad_cases() {
 TEST(AttentionArgs, ValidCallSucceeds) {
   Call call;
   EXPECT_NO_THROW(call.forward());
+}
+
+// kMaxScale is the largest float whose product with log2(e) (as the kernel
+// forms it, in float32) is finite; the kernel runs at it and just below it.
+TEST(AttentionArgs, ScaleLimitIsTheLastFloatTheKernelCanFold) {
+  const float inf = std::numeric_limits<float>::infinity();
+  volatile float log2e = kernel_limits::kScaleLog2e;  // multiplied at run time, in float
+  EXPECT_TRUE(std::isfinite(kernel_limits::kMaxScale * log2e));
+  EXPECT_FALSE(std::isfinite(std::nextafter(kernel_limits::kMaxScale, inf) * log2e));
+  EXPECT_TRUE(kernel_limits::valid_scale(kernel_limits::kMaxScale));
+  EXPECT_FALSE(kernel_limits::valid_scale(std::nextafter(kernel_limits::kMaxScale, inf)));
+  for (const float scale :
+       {kernel_limits::kMaxScale, std::nextafter(kernel_limits::kMaxScale, 0.0f),
+        std::numeric_limits<float>::denorm_min()}) {
+    Call call;
+    call.options.scale = scale;
+    EXPECT_NO_THROW(call.forward()) << scale;
+  }
 }
 
 TEST(AttentionArgs, BadInputThrowsNamingTheArgument) {

@@ -123,9 +123,12 @@ TEST_F(CliRobust, NonFiniteAndOutOfRangeNumbersAreRefused) {
   const std::string out = " --out " + f("o.npy");
   const std::string route = out + " --route frames=3,height=4,width=5";
   const std::pair<std::string, std::string> cases[] = {
-      {qkv() + out + " --scale nan", "--scale: expected a finite number > 0, got 'nan'"},
-      {qkv() + out + " --scale 0", "--scale: expected a finite number > 0, got '0'"},
-      {qkv() + out + " --scale inf", "--scale: expected a finite number > 0, got 'inf'"},
+      {qkv() + out + " --scale nan",
+       "--scale: expected a number in (0, 2.3586574359122396e+38], got 'nan'"},
+      {qkv() + out + " --scale 0",
+       "--scale: expected a number in (0, 2.3586574359122396e+38], got '0'"},
+      {qkv() + out + " --scale inf",
+       "--scale: expected a number in (0, 2.3586574359122396e+38], got 'inf'"},
       {qkv() + route + " --density nan", "--density: expected a number in (0, 1], got 'nan'"},
       {qkv() + route + " --density 0", "--density: expected a number in (0, 1], got '0'"},
       {"route --preset wan2.1-1.3b-480p --band-frames nan", "--band-frames: expected a number"},
@@ -157,12 +160,12 @@ TEST_F(CliRobust, MessagesNameTheFileOptionOrVariable) {
     std::vector<std::string> needles;
   };
   const Case cases[] = {
-      {same("d0.npy"), "", {"d0.npy: head dim is 0", "expected at least 1"}},
-      {same("l0.npy"), "", {"l0.npy: sequence length is 0", "expected at least 1"}},
+      {same("d0.npy"), "", {"d0.npy': head dim is 0", "expected at least 1"}},
+      {same("l0.npy"), "", {"l0.npy': sequence length is 0", "expected at least 1"}},
       {"attend --q " + f("q.npy") + " --k " + e("k48.npy") + " --v " + e("k48.npy") + out +
            " --route frames=3,height=4,width=5",
        "",
-       {"k48.npy: --route frames=3,height=4,width=5 needs 60 tokens per head, the file has 48"}},
+       {"k48.npy': --route frames=3,height=4,width=5 needs 60 tokens per head, the file has 48"}},
       {qkv() + out, "TILESPLASH_ISA=bogus", {"TILESPLASH_ISA: unknown target 'bogus'"}},
       {qkv() + out + " --route frames=100000,height=100000,width=100000",
        "",
@@ -178,6 +181,38 @@ TEST_F(CliRobust, MessagesNameTheFileOptionOrVariable) {
     EXPECT_EQ(r.err.find("video geometry: video geometry"), std::string::npos) << r.err;
     expect_refused(r, c.needles);
   }
+}
+
+// A path is quoted wherever an error shows it, inputs as outputs, with control
+// bytes as \xNN: a newline cannot break the one-line rule and an escape
+// sequence never reaches the terminal. Arguments are built by printf in the
+// shell, so the CLI receives the raw bytes.
+TEST_F(CliRobust, PathsInMessagesAreQuotedAndEscaped) {
+  const std::string odd = "\"$(printf '" + f("odd") + "\\nname\\033[2J.npy')\"";
+  const std::string shown = "'" + f("odd") + "\\x0aname\\x1b[2J.npy'";
+  const std::string out = " --out " + f("o.npy");
+  const std::pair<std::string, std::string> cases[] = {
+      {"attend --q " + odd + " --k " + f("k.npy") + " --v " + f("v.npy") + out,
+       shown + ": cannot open"},
+      {qkv() + " --out " + odd + " --lse " + odd, "--lse: " + shown + " is the same file as"},
+      {"plan --mask causal --q-len 64 --png " + f("missing") + "\"$(printf '\\033]0;x')\"/p.png",
+       "--png: directory '" + f("missing") + "\\x1b]0;x' does not exist"},
+  };
+  for (const auto& [args, needle] : cases) {
+    SCOPED_TRACE(args);
+    const Result r = run(args);
+    EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+    expect_refused(r, {needle});
+  }
+}
+
+// Integer options give both ends of their range, also past 2^31.
+TEST_F(CliRobust, IntegerMessagesGiveTheWholeRange) {
+  const Result r = run("plan --mask causal --q-len 2147483648");
+  expect_refused(r, {"--q-len: expected an integer from 1 to 2147483647, got '2147483648'"});
+  EXPECT_EQ(run("plan --mask causal --q-len 2147483647 --kv-len 64 --block-q 4096 --block-kv 64")
+                .exit_code,
+            0);
 }
 
 }  // namespace

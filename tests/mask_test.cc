@@ -26,6 +26,8 @@ namespace {
 using Pred = std::function<bool(std::int64_t, std::int64_t)>;
 constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
 constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+constexpr std::int64_t k61 = std::int64_t{1} << 61;
+constexpr std::int64_t k62 = std::int64_t{1} << 62;
 
 struct Case {
   std::string name;
@@ -45,8 +47,11 @@ Pred local_ref(std::optional<std::int64_t> left, std::optional<std::int64_t> rig
   };
 }
 
+// Chunks by floor division (q // c in Python), so chunks tile negative
+// indices too: [-c, -1] is one chunk, not split at zero.
 Pred chunked_ref(std::int64_t c) {
-  return [=](std::int64_t q, std::int64_t k) { return q / c == k / c && q >= k; };
+  const auto chunk = [c](std::int64_t x) { return x / c - (x % c != 0 && x < 0 ? 1 : 0); };
+  return [=](std::int64_t q, std::int64_t k) { return chunk(q) == chunk(k) && q >= k; };
 }
 
 Pred or_ref(Pred a, Pred b) {
@@ -57,7 +62,10 @@ Pred and_ref(Pred a, Pred b) {
   return [=](std::int64_t q, std::int64_t k) { return a(q, k) && b(q, k); };
 }
 
-bool divisible_sum(std::int64_t q, std::int64_t k) { return (q * 7 + k * 3) % 5 < 2; }
+// In unsigned arithmetic: defined (wrapping) for indices at the ends of int64.
+bool divisible_sum(std::int64_t q, std::int64_t k) {
+  return (static_cast<std::uint64_t>(q) * 7 + static_cast<std::uint64_t>(k) * 3) % 5 < 2;
+}
 
 const Mask& shared_function_mask() {
   static const Mask mask = Mask::function(divisible_sum, "mod5");
@@ -92,6 +100,22 @@ std::vector<Case> all_cases() {
       {"chunked7", [] { return Mask::chunked_causal(7); }, chunked_ref(7)},
       {"chunked1000", [] { return Mask::chunked_causal(1000); }, chunked_ref(1000)},
       {"chunked_max", [] { return Mask::chunked_causal(kMax); }, chunked_ref(kMax)},
+      // Offsets, sides and chunks around 2^61 and 2^62, where bounds used to be
+      // clamped: a pair 2^62 apart must still meet an offset of 2^62.
+      {"causal_2^62", [] { return Mask::causal(k62); }, causal_ref(k62)},
+      {"causal_-2^62", [] { return Mask::causal(-k62); }, causal_ref(-k62)},
+      {"causal_2^61+1", [] { return Mask::causal(k61 + 1); }, causal_ref(k61 + 1)},
+      {"local_2^62_sides", [] { return Mask::local(k62, k62, 0); }, local_ref(k62, k62, 0)},
+      {"local_offset_2^62", [] { return Mask::local(0, 3, k62); }, local_ref(0, 3, k62)},
+      {"local_offset_-2^62", [] { return Mask::local(3, 0, -k62 - 1); }, local_ref(3, 0, -k62 - 1)},
+      {"local_min_offset_max_right", [] { return Mask::local(std::nullopt, kMax, kMin); },
+       local_ref(std::nullopt, kMax, kMin)},
+      {"chunked_2^62", [] { return Mask::chunked_causal(k62); }, chunked_ref(k62)},
+      {"chunked_2^62+3", [] { return Mask::chunked_causal(k62 + 3); }, chunked_ref(k62 + 3)},
+      {"causal_2^62|local", [] { return Mask::causal(k62) | Mask::local(2, 2, -k62); },
+       or_ref(causal_ref(k62), local_ref(2, 2, -k62))},
+      {"causal_2^62&chunked", [] { return Mask::causal(-k61) & Mask::chunked_causal(k62); },
+       and_ref(causal_ref(-k61), chunked_ref(k62))},
       {"random30", [] { return Mask::random(0.3, 1); }, random_ref(0.3, 1)},
       {"random0", [] { return Mask::random(0.0, 2); },
        [](std::int64_t, std::int64_t) { return false; }},
@@ -235,6 +259,60 @@ TEST_P(MaskCaseTest, EvalRowMatchesKeeps) {
   }
 }
 
+// Indices are any int64 values: near INT64_MIN, around +-2^61 and +-2^62 and
+// up to INT64_MAX every answer must still be the definition's (nothing
+// clamped, nothing wrapped). Small tiles whose corners sit at those points,
+// against every pairing of them.
+TEST_P(MaskCaseTest, AnswersExactlyAtTheEndsOfInt64) {
+  const Case& c = GetParam();
+  const Mask mask = c.make();
+  constexpr std::int64_t n = 5;
+  const std::int64_t bases[] = {kMin, kMin + 2, -k62 - 3, -k61 - 2, -4,
+                                0,    k61 - 2,  k62 - 3,  k62,      kMax - n};
+  std::uint8_t keep[n + 1];
+  for (const std::int64_t q0 : bases) {
+    for (const std::int64_t k0 : bases) {
+      for (std::int64_t q = q0; q < q0 + n; ++q) {
+        for (std::int64_t k = k0; k < k0 + n; ++k) {
+          ASSERT_EQ(mask.keeps(q, k), c.reference(q, k)) << c.name << " q=" << q << " k=" << k;
+        }
+        keep[n] = 0xAB;
+        mask.eval_row(q, k0, n, keep);
+        for (std::int64_t i = 0; i < n; ++i) {
+          ASSERT_EQ(keep[i], c.reference(q, k0 + i) ? 1 : 0)
+              << c.name << " q=" << q << " k=" << k0 + i;
+        }
+        ASSERT_EQ(keep[n], 0xAB);
+      }
+      for (std::int64_t rows = 1; rows <= n; ++rows) {
+        for (std::int64_t cols = 1; cols <= n; ++cols) {
+          const IndexRange r{q0 + n - rows, q0 + n}, k{k0, k0 + cols};
+          ASSERT_EQ(mask.classify(r, k), brute_kind(c.reference, r, k))
+              << c.name << " rows [" << r.begin << "," << r.end << ") cols [" << k.begin << ","
+              << k.end << ")";
+        }
+      }
+      // The hull clips to [0, kv_len): with kv_len = INT64_MAX every kept key
+      // >= 0 must lie in it.
+      const IndexRange hull = mask.kv_hull({q0, q0 + n}, kMax);
+      for (std::int64_t q = q0; q < q0 + n; ++q) {
+        for (std::int64_t k = std::max<std::int64_t>(k0, 0); k < k0 + n; ++k) {
+          if (c.reference(q, k)) {
+            ASSERT_TRUE(k >= hull.begin && k < hull.end) << c.name << " q=" << q << " k=" << k;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(MaskCaseTest, EvalRowRefusesKeysPastInt64Max) {
+  const Mask mask = GetParam().make();
+  std::uint8_t keep[4];
+  EXPECT_NO_THROW(mask.eval_row(0, kMax - 4, 4, keep));
+  EXPECT_THROW(mask.eval_row(0, kMax - 3, 4, keep), std::invalid_argument);
+}
+
 TEST_P(MaskCaseTest, EqualConstructionsAreEqualAndHashEqual) {
   const Case& c = GetParam();
   const Mask a = c.make();
@@ -359,6 +437,13 @@ TEST(Mask, HullsOfBuiltInMasks) {
   EXPECT_EQ(Mask::local(2, std::nullopt).kv_hull({5, 9}, 100), (IndexRange{3, 100}));
   EXPECT_EQ(Mask::chunked_causal(4).kv_hull({5, 9}, 100), (IndexRange{4, 9}));
   EXPECT_EQ(Mask::causal(kMax).kv_hull({0, 1}, 50), (IndexRange{0, 50}));
+  // The example: an offset of 2^62 reaches back 2^62 rows exactly.
+  EXPECT_TRUE(Mask::causal(k62).keeps(k62, 0));
+  EXPECT_TRUE(Mask::causal(k62).keeps(k62 - 1, kMax));
+  EXPECT_FALSE(Mask::causal(k62).keeps(k62 - 2, kMax));
+  EXPECT_EQ(Mask::causal(k62).classify({k62 - 16, k62}, {0, 16}), TileKind::kFull);
+  EXPECT_EQ(Mask::causal(k62).classify({0, 16}, {k62 - 8, k62 + 8}), TileKind::kPartial);
+  EXPECT_EQ(Mask::causal(k62).classify({0, 16}, {k62 + 16, k62 + 32}), TileKind::kEmpty);
   EXPECT_TRUE(Mask::causal(kMin).kv_hull({0, 1}, 50).empty());
   EXPECT_EQ((Mask::local(0, 0, -10) | Mask::local(0, 0, 10)).kv_hull({20, 21}, 100),
             (IndexRange{10, 31}));

@@ -184,8 +184,15 @@ TEST(TilePlan, RejectsBadShapesNamingTheArgument) {
   EXPECT_EQ(message(64, 64, {16, -2}), "TilePlan: block_kv must be >= 1, got -2");
   EXPECT_EQ(message(0, 64, {16, 16}), "TilePlan: q_len must be >= 1, got 0");
   EXPECT_EQ(message(64, -5, {16, 16}), "TilePlan: kv_len must be >= 1, got -5");
-  EXPECT_NE(message(64, 64, {std::int64_t{1} << 40, 64}).find("block sizes are too large"),
+  EXPECT_NE(message(64, 64, {std::int64_t{1} << 40, 64}).find("block_q x block_kv = "),
             std::string::npos);
+  // Just past the limits (at them a plan allocates 1 GiB, too much for a unit
+  // test): block_q * ceil(block_kv / 64) words of 8 bytes, and block_kv bytes.
+  EXPECT_NE(message(1, 1, {(std::int64_t{1} << 27) + 1, 64}).find("<= 2^27"), std::string::npos);
+  EXPECT_NE(message(1, 1, {std::int64_t{1} << 26, 129}).find("<= 2^27"), std::string::npos);
+  EXPECT_NE(message(1, 1, {1, (std::int64_t{1} << 30) + 1}).find("block_kv must be <= 2^30"),
+            std::string::npos);
+  EXPECT_EQ(message(1, 1, {1 << 12, 1 << 12}), "no error");
 }
 
 struct BruteCase {

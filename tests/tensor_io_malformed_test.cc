@@ -230,7 +230,7 @@ std::vector<Case> all_cases() {
   return cases;
 }
 
-// The message must be one line, start with the file's path and name the problem.
+// The message must be one line, start with the file's path (quoted) and name the problem.
 void expect_clean_error(const std::string& spec, const std::string& file_prefix,
                         const std::string& expected) {
   try {
@@ -238,7 +238,7 @@ void expect_clean_error(const std::string& spec, const std::string& file_prefix,
     ADD_FAILURE() << spec << ": loaded, expected an error containing: " << expected;
   } catch (const InputError& error) {
     const std::string message = error.what();
-    EXPECT_EQ(message.rfind(file_prefix + ": ", 0), 0u) << message;
+    EXPECT_EQ(message.rfind(quoted_name(file_prefix) + ": ", 0), 0u) << message;
     EXPECT_NE(message.find(expected), std::string::npos) << message;
     EXPECT_EQ(message.find('\n'), std::string::npos) << message;
     EXPECT_LT(message.size(), 600u) << message;
@@ -327,14 +327,14 @@ TEST(MalformedFileTest, MismatchedQkvNameTheFile) {
   } cases[] = {
       {zeros(DType::kF32, {4, 32, 16}), q, "k.npy",
        "layout bhnd [batch, heads, N, d] needs a 4-d tensor, got shape [4, 32, 16]"},
-      {zeros(DType::kF16, {2, 4, 32, 16}), q, "k.npy", "dtype f16 does not match q.npy (f32)"},
-      {q, zeros(DType::kBF16, {2, 4, 32, 16}), "v.npy", "dtype bf16 does not match q.npy (f32)"},
-      {zeros(DType::kF32, {1, 4, 32, 16}), q, "k.npy", "batch 1 does not match q.npy (2)"},
-      {zeros(DType::kF32, {2, 2, 32, 16}), q, "k.npy", "heads 2 does not match q.npy (4)"},
-      {q, zeros(DType::kF32, {2, 8, 32, 16}), "v.npy", "heads 8 does not match q.npy (4)"},
-      {zeros(DType::kF32, {2, 4, 32, 8}), q, "k.npy", "head dim 8 does not match q.npy (16)"},
+      {zeros(DType::kF16, {2, 4, 32, 16}), q, "k.npy", "dtype f16 does not match 'q.npy' (f32)"},
+      {q, zeros(DType::kBF16, {2, 4, 32, 16}), "v.npy", "dtype bf16 does not match 'q.npy' (f32)"},
+      {zeros(DType::kF32, {1, 4, 32, 16}), q, "k.npy", "batch 1 does not match 'q.npy' (2)"},
+      {zeros(DType::kF32, {2, 2, 32, 16}), q, "k.npy", "heads 2 does not match 'q.npy' (4)"},
+      {q, zeros(DType::kF32, {2, 8, 32, 16}), "v.npy", "heads 8 does not match 'q.npy' (4)"},
+      {zeros(DType::kF32, {2, 4, 32, 8}), q, "k.npy", "head dim 8 does not match 'q.npy' (16)"},
       {q, zeros(DType::kF32, {2, 4, 31, 16}), "v.npy",
-       "sequence length 31 does not match k.npy (32)"},
+       "sequence length 31 does not match 'k.npy' (32)"},
   };
   for (const auto& c : cases) {
     try {
@@ -342,7 +342,7 @@ TEST(MalformedFileTest, MismatchedQkvNameTheFile) {
       ADD_FAILURE() << "accepted: " << c.expected;
     } catch (const InputError& error) {
       const std::string message = error.what();
-      EXPECT_EQ(message.rfind(c.file + ": ", 0), 0u) << message;
+      EXPECT_EQ(message.rfind("'" + c.file + "': ", 0), 0u) << message;
       EXPECT_NE(message.find(c.expected), std::string::npos) << message;
     }
   }

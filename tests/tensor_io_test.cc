@@ -246,19 +246,68 @@ TEST(TensorIoTest, ReadsSafetensorsAsTheReferenceWriterLaysThemOut) {
   EXPECT_EQ(read_tensor(dir.file("one.safetensors")).data, k.data);
 }
 
-TEST(TensorIoTest, SafetensorsOffsetsMayOverlapAndComeInAnyOrder) {
+TEST(TensorIoTest, SafetensorsOffsetsMayComeInAnyOrder) {
   TempDir dir;
   const std::string json = R"({"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]},)"
-                           R"("a":{"dtype":"F32","shape":[3],"data_offsets":[4,16]}})";
+                           R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
   const std::string path = dir.file("o.safetensors");
   test::write_bytes(path, test::safetensors_file(json, test::f32_bytes({0, 1, 2, 3})));
   const Tensor a = read_tensor(path + ":a");
   const Tensor b = read_tensor(path + ":b");
-  float a0, b0;
-  std::memcpy(&a0, a.data.data(), 4);
+  float a1, b0;
+  std::memcpy(&a1, a.data.data() + 4, 4);
   std::memcpy(&b0, b.data.data(), 4);
-  EXPECT_EQ(a0, 1.0f);
+  EXPECT_EQ(a1, 1.0f);
   EXPECT_EQ(b0, 2.0f);
+}
+
+// As the reference safetensors library: the tensors, in offset order, must
+// tile the data section exactly. Overlaps, holes between tensors and bytes
+// after the last one are refused, naming the tensor and the bytes.
+TEST(TensorIoTest, SafetensorsTensorsMustTileTheDataSection) {
+  TempDir dir;
+  const auto entry = [](const char* name, int begin, int end) {
+    return std::string("\"") + name + R"(":{"dtype":"F32","shape":[)" +
+           std::to_string((end - begin) / 4) + R"(],"data_offsets":[)" + std::to_string(begin) +
+           "," + std::to_string(end) + "]}";
+  };
+  const struct {
+    std::string json;
+    int data_bytes;
+    std::string expected;  // empty: accepted
+  } cases[] = {
+      {"{" + entry("a", 0, 8) + "," + entry("b", 8, 16) + "}", 16, ""},
+      {"{" + entry("a", 0, 8) + "," + entry("e", 8, 8) + "," + entry("b", 8, 16) + "}", 16, ""},
+      {"{" + entry("e", 0, 0) + "}", 0, ""},
+      {"{" + entry("a", 0, 12) + "," + entry("b", 8, 16) + "}", 16,
+       "tensor 'b': data_offsets [8, 16] overlap tensor 'a' (bytes up to 12)"},
+      {"{" + entry("a", 0, 16) + "," + entry("b", 0, 16) + "}", 16,
+       "tensor 'b': data_offsets [0, 16] overlap tensor 'a'"},
+      {"{" + entry("a", 0, 16) + "," + entry("e", 8, 8) + "}", 16,
+       "tensor 'e': data_offsets [8, 8] overlap tensor 'a'"},
+      {"{" + entry("a", 0, 8) + "," + entry("b", 12, 16) + "}", 16,
+       "tensor 'b': data_offsets [12, 16] leave bytes [8, 12) of the data section to no tensor"},
+      {"{" + entry("b", 4, 8) + "}", 8,
+       "tensor 'b': data_offsets [4, 8] leave bytes [0, 4) of the data section to no tensor"},
+      {"{" + entry("a", 0, 8) + "}", 12,
+       "the data section has 12 bytes but its tensors end at 8; expected no bytes after"},
+      {R"({"__metadata__":{}})", 4, "the data section has 4 bytes but its tensors end at 0"},
+  };
+  for (const auto& c : cases) {
+    const std::string path = dir.file("t.safetensors");
+    test::write_bytes(path, test::safetensors_file(c.json, std::string(c.data_bytes, '\0')));
+    if (c.expected.empty()) {
+      EXPECT_NO_THROW(list_safetensors(path)) << c.json;
+      continue;
+    }
+    try {
+      list_safetensors(path);
+      ADD_FAILURE() << "accepted " << c.json;
+    } catch (const InputError& error) {
+      const std::string message = error.what();
+      EXPECT_EQ(message.rfind(quoted_name(path) + ": " + c.expected, 0), 0u) << message;
+    }
+  }
 }
 
 TEST(TensorIoTest, WriteSafetensorsHeaderIsAlignedAndOrdered) {
@@ -344,7 +393,8 @@ TEST(TensorIoTest, FileSystemErrorsNameThePathAndLeaveNoTemporaryFile) {
     write_npy(dir.file("missing/o.npy"), tensor);
     FAIL() << "expected an error";
   } catch (const std::runtime_error& error) {
-    EXPECT_NE(std::string(error.what()).find("missing/o.npy: "), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("missing/o.npy': "), std::string::npos)
+        << error.what();
   }
   // The rename fails at the very end when the target is a directory; the
   // temporary file written so far must disappear.

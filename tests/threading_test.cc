@@ -15,9 +15,11 @@
 #include <condition_variable>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -73,6 +75,21 @@ TEST(ThreadingContextDeterminism, ResolvesThreadCounts) {
                std::invalid_argument);
   ThreadingContext context(2);
   EXPECT_THROW(context.run(-1, 4, [](std::int64_t, int) {}), std::invalid_argument);
+  // At most kMaxThreads: a request for 2^31 - 1 threads once failed later with bad_alloc.
+  EXPECT_EQ(ThreadingContext(kMaxThreads).threads(), kMaxThreads);
+  EXPECT_THROW(ThreadingContext(kMaxThreads + 1), std::invalid_argument);
+  EXPECT_THROW(ThreadingContext(std::numeric_limits<int>::max()), std::invalid_argument);
+  int ran = 0;
+  context.run(kMaxThreads, 1, [&](std::int64_t, int) { ++ran; });  // one item: one thread
+  EXPECT_EQ(ran, 1);
+  try {
+    context.run(kMaxThreads + 1, 4, [](std::int64_t, int) {});
+    ADD_FAILURE() << "accepted kMaxThreads + 1";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find("threads must be in [0, 4096]"), std::string::npos)
+        << error.what();
+  }
+  EXPECT_THROW(context.run_together(kMaxThreads + 1, [](int) {}), std::invalid_argument);
 }
 
 TEST(ThreadingContextDeterminism, RunsEveryItemOnceOnItsWorkers) {

@@ -31,6 +31,15 @@ constexpr bool valid_block_kv(std::int64_t block_kv) {
 }
 constexpr bool valid_block_q(std::int64_t block_q) { return block_q >= 1 && block_q <= kMaxBlockQ; }
 
+// The softmax scale: the kernel folds scale * log2(e) into its exponent (in
+// float32), so scale must leave that product finite, whatever q and k hold:
+// finite, > 0 and at most kMaxScale (about 2.3587e38; the next float fails).
+inline constexpr float kScaleLog2e = 1.4426950408889634f;
+inline constexpr float kMaxScale = 2.35865744e38f;
+constexpr bool valid_scale(float scale) {
+  return scale > 0.0f && scale <= kMaxScale;  // NaN fails both
+}
+
 // The expected values, worded for error messages and --help.
 inline std::string head_dim_rule() {
   return "a multiple of " + std::to_string(kHeadDimMultiple) + " in [" +
@@ -41,5 +50,8 @@ inline std::string block_kv_rule() {
          std::to_string(kMaxBlockKv);
 }
 inline std::string block_q_rule() { return "1 to " + std::to_string(kMaxBlockQ); }
+inline std::string scale_rule() {
+  return "finite, > 0 and at most 2.3586574e38 (scale * log2(e) must fit float32)";
+}
 
 }  // namespace tilesplash::kernel_limits

@@ -44,7 +44,7 @@ class Mask {
   // unbounded. Sides must be >= 0 when given.
   static Mask local(std::optional<std::int64_t> left, std::optional<std::int64_t> right,
                     std::int64_t offset = 0);
-  // Kept when q / chunk == k / chunk and q >= k. chunk must be >= 1.
+  // Kept when floor(q / chunk) == floor(k / chunk) and q >= k. chunk must be >= 1.
   static Mask chunked_causal(std::int64_t chunk);
   // Kept when begin <= k < end, for every query: the keys a padded sequence
   // really holds (key padding, e.g. a prompt shorter than its text slots:
@@ -66,6 +66,9 @@ class Mask {
   Mask operator|(const Mask& other) const;  // kept when either keeps
   Mask operator&(const Mask& other) const;  // kept when both keep
 
+  // Indices are any int64 values, ranges any [begin, end) of them: every
+  // built-in mask answers exactly over the whole range (no offset or index is
+  // clamped or wraps), and a video mask keeps nothing outside its tokens.
   bool keeps(std::int64_t q, std::int64_t k) const;
   // Exact kind of the tile rows x cols (both non-empty).
   TileKind classify(IndexRange rows, IndexRange cols) const;
@@ -75,6 +78,7 @@ class Mask {
   IndexRange kv_hull(IndexRange rows, std::int64_t kv_len) const;
   // keep[i] = keeps(q, k0 + i) for i in [0, n): the vectorisable predicate the
   // kernel's `element` mode evaluates on every pair of every visited tile.
+  // Throws std::invalid_argument when k0 + n passes INT64_MAX.
   void eval_row(std::int64_t q, std::int64_t k0, std::int64_t n, std::uint8_t* keep) const;
   // True when classify() runs in O(1) without scanning elements.
   bool is_analytic() const;

@@ -11,9 +11,9 @@
 // Files are untrusted input. Every problem — truncation, wrong magic, a header
 // that lies about its length, huge or negative shapes, unsupported dtypes,
 // inconsistent Q/K/V shapes — throws InputError with one line of the form
-// "<file>: <problem>", and nothing is allocated beyond what the file's size
-// can back. Command-line front ends print what() and exit with status 2.
-// Writes are atomic: data goes to a temporary file beside the target, which is
+// "'<file>': <problem>" (the name quoted by quoted_name), and nothing is
+// allocated beyond what the file's size can back. Command-line front ends print what() and exit
+// with status 2. Writes are atomic: data goes to a temporary file beside the target, which is
 // renamed over it only once complete, so a failed write leaves no file behind
 // and an existing file untouched.
 //
@@ -54,6 +54,13 @@ struct Tensor {
   static Tensor zeros(DType dtype, std::vector<std::int64_t> shape);
   std::int64_t numel() const;  // 1 for a 0-d tensor
 };
+
+// Text made safe for a one-line message: control characters (C0, DEL, C1)
+// and bytes that are not UTF-8 become \xNN, so that nothing quoted can break
+// the line or send an escape sequence to a terminal.
+std::string printable_text(std::string_view text);
+// A file or tensor name as messages show it: printable_text in single quotes.
+std::string quoted_name(std::string_view name);
 
 // "[2, 8, 1024, 64]", as used in error messages.
 std::string shape_to_string(const std::vector<std::int64_t>& shape);

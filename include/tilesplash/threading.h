@@ -31,6 +31,11 @@ namespace tilesplash {
 // std::thread::hardware_concurrency(); at least 1.
 int hardware_threads();
 
+// The most threads a context or a region may be asked for (0 asks for
+// hardware_threads()): far above any machine's cores, and low enough that a
+// region's per-thread state and the workers it starts always fit.
+inline constexpr int kMaxThreads = 4096;
+
 struct ThreadingOptions {
   // Threads of a region whose caller asks for 0, the calling thread included:
   // the caller runs items too, so `threads` - 1 workers are started. 0:
@@ -47,7 +52,8 @@ struct ThreadingOptions {
 
 class ThreadingContext {
  public:
-  // Throws std::invalid_argument for threads < 0 or first_cpu < 0. Workers
+  // Throws std::invalid_argument unless 0 <= threads <= kMaxThreads and
+  // first_cpu >= 0. Workers
   // start on the first region that needs them, not here.
   explicit ThreadingContext(int threads = 0);
   explicit ThreadingContext(const ThreadingOptions& options);
@@ -70,7 +76,7 @@ class ThreadingContext {
   // thread runs on this context; a nested region runs on the calling thread
   // alone, as worker 0. Rethrows the first exception a body threw, after
   // every thread has stopped (items not yet started are skipped). Throws
-  // std::invalid_argument for threads < 0.
+  // std::invalid_argument unless 0 <= threads <= kMaxThreads.
   void run(int threads, std::int64_t items, const std::function<void(std::int64_t, int)>& body);
 
   // `threads` (resolved) threads each run body(worker) once, all at the same

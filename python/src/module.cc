@@ -11,6 +11,8 @@
 
 #include "bindings.h"
 #include "tilesplash/attention.h"
+#include "tilesplash/kernel_limits.h"
+#include "tilesplash/threading.h"
 #include "tilesplash/version.h"
 
 namespace tilesplash::python {
@@ -112,6 +114,10 @@ NB_MODULE(_core, m) {
   // module at interpreter exit; that is not a leak worth a warning.
   nb::set_leak_warnings(false);
   m.attr("LIBRARY_VERSION") = kVersion;
+  m.attr("MAX_THREADS") = kMaxThreads;
+  m.attr("MAX_BLOCK_Q") = kernel_limits::kMaxBlockQ;
+  m.attr("BLOCK_KV_MULTIPLE") = kernel_limits::kBlockKvMultiple;
+  m.attr("MAX_BLOCK_KV") = kernel_limits::kMaxBlockKv;
   m.def("active_isa", &active_isa,
         "The SIMD target the kernel runs (avx512bf16, avx512, avx2, generic).");
   m.def("available_isas", &available_isas, "SIMD targets this CPU can run, best first.");

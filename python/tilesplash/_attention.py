@@ -6,10 +6,10 @@ import numpy as np
 
 from . import _core
 from ._kernel_call import run_attention
-from ._mask import Mask, as_mask
+from ._mask import Mask, as_mask, spec_of
 from ._threading import check_context, handle_of
 from ._window import seq_len, window_args, window_core
-from ._tensors import INT32_MAX, check_bool, check_int, check_layout, check_qkv, check_scale
+from ._tensors import MAX_THREADS, check_blocks, check_bool, check_int, check_layout, check_qkv, check_scale
 
 
 def attention(q, k, v, *, mask="dense", layout="bhnd", scale=None, return_lse=False,
@@ -26,15 +26,18 @@ def attention(q, k, v, *, mask="dense", layout="bhnd", scale=None, return_lse=Fa
     differ from q's; head dims are multiples of 8 up to 256.
 
     mask: a SPEC string (as the CLI's --mask) or a tilesplash.Mask; it applies
-    to the sequence indices (q row, k row). scale defaults to 1/sqrt(d).
+    to the sequence indices (q row, k row). scale defaults to 1/sqrt(d), else
+    in (2^-150, 2.3586574e38] (scale * log2(e) must fit float32).
     block_q / block_kv: tile sizes; by default the tuned choice for this shape
     (`tilesplash tune`), else 256 x 256. threads: 0 uses every core (or the
-    context's thread count). context: a tilesplash.ThreadingContext to run on;
-    None: the calling Python thread's own runner and workers, so calls from
-    different threads run side by side either way.
+    context's thread count), at most 4096. context: a
+    tilesplash.ThreadingContext to run on; None: the calling Python thread's
+    own runner and workers, so calls from different threads run side by side
+    either way.
 
     Returns the output with q's type (numpy in, numpy out; torch in, torch
-    out), dtype and layout, [.., d_v]; with return_lse=True a pair (out, lse),
+    out), dtype and layout, [.., d_v], in native byte order (NumPy inputs may
+    come in either); with return_lse=True a pair (out, lse),
     lse float32 [batch, heads, N_q] ([heads, N_q] for hnd), natural log of the
     scaled scores. Rows that keep no key give 0 and lse = -inf. No queries
     (or no batch entries or heads) give an empty output; no keys give zeros.
@@ -54,19 +57,20 @@ def attention(q, k, v, *, mask="dense", layout="bhnd", scale=None, return_lse=Fa
     """
     layout = check_layout(layout)
     kind = check_qkv(q, k, v, layout)
-    mask = as_mask(mask)
+    # torch: the op takes the SPEC and parses it when it runs, so that code
+    # torch.compile traces (fullgraph=True) never calls into the extension.
+    mask = spec_of(mask) if kind == "torch" else as_mask(mask)
     scale = check_scale(scale)
     return_lse = check_bool(return_lse, "return_lse")
-    block_q = check_int(block_q, "block_q", 1, allow_none=True)
-    block_kv = check_int(block_kv, "block_kv", 1, allow_none=True)
-    threads = check_int(threads, "threads", 0, maximum=INT32_MAX)
+    block_q, block_kv = check_blocks(block_q, block_kv)
+    threads = check_int(threads, "threads", 0, maximum=MAX_THREADS)
     context = check_context(context)
     window = window_args(seq_len(q, layout), seq_len(k, layout), q_offset, kv_offset, q_total,
                          kv_total)
     if kind == "torch":
         from ._torch_ops import attention_op
 
-        out, lse = attention_op(q, k, v, mask._spec, layout, scale, block_q, block_kv, threads,
+        out, lse = attention_op(q, k, v, mask, layout, scale, block_q, block_kv, threads,
                                 *window, handle_of(context))
     else:
         out, lse = run_attention("numpy", q, k, v, layout, mask, scale, block_q, block_kv, threads,

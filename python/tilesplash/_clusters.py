@@ -8,7 +8,7 @@ import numpy as np
 
 from . import _core
 from ._threading import check_context, core_of
-from ._tensors import INT32_MAX, check_float, check_int
+from ._tensors import INT32_MAX, MAX_THREADS, check_float, check_int
 
 
 class KMeansResult(NamedTuple):
@@ -47,7 +47,7 @@ def kmeans(points, clusters: int, *, seed: int = 0, max_iterations: int = 50,
         points, clusters, check_int(max_iterations, "max_iterations", 1, maximum=INT32_MAX),
         check_float(tolerance, "tolerance", "a finite float >= 0"),
         check_int(seed, "seed", 0, maximum=2**64 - 1),
-        check_int(threads, "threads", 0, maximum=INT32_MAX), warm,
+        check_int(threads, "threads", 0, maximum=MAX_THREADS), warm,
         core_of(check_context(context)))
     return KMeansResult(centroids, labels, sizes, iterations, converged)
 

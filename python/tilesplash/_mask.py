@@ -12,7 +12,7 @@ import operator
 from functools import lru_cache
 
 from . import _core
-from ._tensors import check_bool, check_float, check_int
+from ._tensors import INT64_MAX, check_bool, check_float, check_int
 
 _INT64_MIN = -(2**63)
 
@@ -23,7 +23,9 @@ class Mask:
     Build one with the constructors below or ``Mask.parse(SPEC)``; combine with
     ``|`` (either keeps) and ``&`` (both keep). Masks compare equal when they
     keep the same pairs by construction, hash accordingly, and ``str(mask)``
-    is the SPEC (as the CLI's ``--mask``), which ``Mask.parse`` reads back.
+    is the SPEC (as the CLI's ``--mask``), which ``Mask.parse`` reads back;
+    they pickle as it (svg2's cluster masks from VideoAttention.head_mask have
+    no SPEC and refuse to pickle). Indices are any int64.
     """
 
     __slots__ = ("_core", "_spec", "_hash")
@@ -187,7 +189,27 @@ class Mask:
         return f"tilesplash.Mask.parse({self._spec!r})"
 
     def __reduce__(self):
+        # Pickles as its SPEC, so refuse here, at dumps, a mask whose str() does
+        # not parse back to it (svg2's per-head cluster masks carry a token
+        # assignment no SPEC holds): loads() in a worker would fail far later.
+        try:
+            parses_back = _core.Mask.parse(self._spec) == self._core
+        except ValueError:
+            parses_back = False
+        if not parses_back:
+            raise TypeError(f"mask: {self._spec!r} cannot be pickled: its str() is not a SPEC "
+                            "that parses back to it (a cluster mask from "
+                            "VideoAttention.head_mask()); pickle the VideoAttention's inputs "
+                            "instead, or keep the mask in this process")
         return (Mask.parse, (self._spec,))
+
+    # Immutable values: a copy is the mask itself (also for cluster masks,
+    # which cannot be pickled).
+    def __copy__(self) -> "Mask":
+        return self
+
+    def __deepcopy__(self, memo) -> "Mask":
+        return self
 
 
 def _video_args(geometry, band, sink, text_full, density):
@@ -212,8 +234,8 @@ def _range(value, name):
         begin, end = operator.index(begin), operator.index(end)
     except TypeError:
         raise TypeError(f"{name}: expected a (begin, end) pair of ints, got {value!r}") from None
-    if begin < 0 or end < begin:
-        raise ValueError(f"{name}: expected 0 <= begin <= end, got ({begin}, {end})")
+    if begin < 0 or end < begin or end > INT64_MAX:
+        raise ValueError(f"{name}: expected 0 <= begin <= end <= 2^63 - 1, got ({begin}, {end})")
     return begin, end
 
 
@@ -235,4 +257,15 @@ def as_mask(mask) -> Mask:
         return mask
     if isinstance(mask, str):
         return _parse(mask)
+    raise TypeError(f"mask: expected a SPEC string or a tilesplash.Mask, got {type(mask).__name__}")
+
+
+def spec_of(mask) -> str:
+    """The SPEC of a Mask, or a SPEC string as given (checked where it is parsed,
+    in the torch op); TypeError naming `mask` otherwise. Calls nothing in the
+    extension, so torch.compile(fullgraph=True) traces it."""
+    if isinstance(mask, Mask):
+        return mask._spec
+    if isinstance(mask, str):
+        return mask
     raise TypeError(f"mask: expected a SPEC string or a tilesplash.Mask, got {type(mask).__name__}")

@@ -10,7 +10,9 @@ from ._tensors import (
     check_array,
     check_layout,
     is_torch,
+    native,
     numpy_desc,
+    numpy_out_desc,
     torch_desc,
     torch_module,
 )
@@ -26,7 +28,7 @@ def merge_attention(outputs, lses, *, layout="bhnd", dtype=None, check_finite=Tr
     float32 / float16 / bfloat16, which may differ); lses: their float32 LSEs,
     [batch, heads, N] ([heads, N] for hnd). Returns (out, lse) with
     LSE = log(sum_i exp(LSE_i)) and out = sum_i exp(LSE_i - LSE) * outputs[i],
-    out in `dtype` (default: outputs[0]'s). Rows whose LSEs are all -inf give
+    out in `dtype` (default: outputs[0]'s), native byte order. Rows whose LSEs are all -inf give
     0 and -inf, never NaN; a part with LSE -inf adds nothing to its row.
 
     Each row is merged in float64, parts in the order given: the same inputs
@@ -66,7 +68,7 @@ def merge_attention(outputs, lses, *, layout="bhnd", dtype=None, check_finite=Tr
         lse = np.empty(lse_shape, dtype=np.float32)
         pairs = [numpy_desc(x, f"outputs[{i}]") for i, x in enumerate(outputs)]
         descs, held = [d for d, _ in pairs], [x for _, x in pairs]
-        out_desc, _ = numpy_desc(out, "out")
+        out_desc = numpy_out_desc(out, "out")
         lse_address = lse.__array_interface__["data"][0]
         lse_addresses = [x.__array_interface__["data"][0] for x in lse_arrays]
     _core.merge_attention(descs, lse_addresses, out_desc, lse_address, layout, check_finite)
@@ -92,7 +94,7 @@ def _lse_array(kind, lse, name, shape):
         if not isinstance(lse, np.ndarray):
             raise TypeError(f"{name}: expected a numpy.ndarray like outputs, got "
                             f"{type(lse).__name__}")
-        if lse.dtype != np.float32:
+        if native(lse.dtype) != np.float32:  # either byte order: converted below
             raise TypeError(f"{name}: expected float32 (as attention(..., return_lse=True) "
                             f"returns), got {lse.dtype}")
         array = np.ascontiguousarray(lse, dtype=np.dtype("=f4"))
@@ -104,7 +106,7 @@ def _lse_array(kind, lse, name, shape):
 
 def _result_dtype(kind, first, dtype):
     if dtype is None:
-        return first.dtype
+        return first.dtype if kind == "torch" else native(first.dtype)
     if kind == "torch":
         torch = torch_module()
         if dtype not in (torch.float32, torch.float16, torch.bfloat16):
@@ -113,4 +115,4 @@ def _result_dtype(kind, first, dtype):
     found = np.dtype(dtype)
     if found.name not in _DTYPE_NAMES:
         raise TypeError(f"dtype: expected float32, float16 or bfloat16, got {found.name}")
-    return found
+    return native(found)

@@ -13,6 +13,8 @@ import sys
 
 import numpy as np
 
+from . import _core
+
 LAYOUTS = {"bhnd": 4, "bnhd": 4, "hnd": 3}
 LAYOUT_AXES = {"bhnd": "[batch, heads, N, d]", "bnhd": "[batch, N, heads, d]", "hnd": "[heads, N, d]"}
 EXPECTED_DTYPES = "float32, float16 or bfloat16 (numpy bfloat16 through ml_dtypes)"
@@ -108,15 +110,19 @@ def out_shape(q, v) -> tuple[int, ...]:
     return tuple(q.shape[:-1]) + (v.shape[-1],)
 
 
-def _numpy_native(x: np.ndarray) -> np.ndarray:
-    if not x.dtype.isnative:
-        return x.astype(x.dtype.newbyteorder("="))
-    return x
+def native(dtype: np.dtype) -> np.dtype:
+    """`dtype` in this machine's byte order. Every output is allocated native: the
+    core reads and writes native values only, so an input in the other byte
+    order (astype(">f4")) is converted on the way in, and its result is native."""
+    dtype = np.dtype(dtype)
+    return dtype if dtype.isnative else dtype.newbyteorder("=")
 
 
 def numpy_desc(x: np.ndarray, name: str):
-    """(address, dtype, shape, strides) of a NumPy array; may return a copy to keep alive."""
-    x = _numpy_native(x)
+    """(address, dtype, shape, strides) of a NumPy input; may return a copy (native
+    byte order, whole-element strides) to keep alive while the core reads it."""
+    if not x.dtype.isnative:
+        x = x.astype(native(x.dtype))
     size = x.dtype.itemsize
     if any(s % size for s in x.strides):
         x = np.ascontiguousarray(x)
@@ -127,6 +133,18 @@ def numpy_desc(x: np.ndarray, name: str):
         [s // size for s in x.strides],
     )
     return desc, x
+
+
+def numpy_out_desc(x: np.ndarray, name: str):
+    """The descriptor of an output array this call allocated. Never a copy: the
+    core writes into exactly the array that is returned, so an output that
+    would need converting (another byte order, odd strides) is a bug here."""
+    if not (x.dtype.isnative and x.flags.c_contiguous and x.flags.writeable):
+        raise RuntimeError(f"tilesplash: internal error: output {name} ({x.dtype}, "
+                           f"strides {x.strides}) is not a native C-contiguous array")
+    desc, held = numpy_desc(x, name)
+    assert held is x
+    return desc
 
 
 def torch_desc(x, name: str):
@@ -143,15 +161,16 @@ def call_arrays(kind: str, q, k, v, layout: str):
         lse = torch.empty(batch_heads_len(q, layout), dtype=torch.float32)
         descs = [torch_desc(x, name) for x, name in ((q, "q"), (k, "k"), (v, "v"), (out, "out"))]
         return descs, lse.data_ptr(), out, lse, ()
-    out = np.empty(out_shape(q, v), dtype=q.dtype)
+    out = np.empty(out_shape(q, v), dtype=native(q.dtype))
     lse = np.empty(batch_heads_len(q, layout), dtype=np.float32)
-    pairs = [numpy_desc(x, name) for x, name in ((q, "q"), (k, "k"), (v, "v"), (out, "out"))]
-    return ([desc for desc, _ in pairs], lse.__array_interface__["data"][0], out, lse,
-            [held for _, held in pairs])
+    pairs = [numpy_desc(x, name) for x, name in ((q, "q"), (k, "k"), (v, "v"))]
+    descs = [desc for desc, _ in pairs] + [numpy_out_desc(out, "out")]
+    return descs, lse.__array_interface__["data"][0], out, lse, [held for _, held in pairs]
 
 
 INT64_MAX = 2**63 - 1
 INT32_MAX = 2**31 - 1
+MAX_THREADS = _core.MAX_THREADS  # threads of a call or a context: 0 (every core) to this
 
 
 def check_int(value, name: str, minimum: int, allow_none: bool = False, maximum: int = INT64_MAX):
@@ -161,11 +180,30 @@ def check_int(value, name: str, minimum: int, allow_none: bool = False, maximum:
         expected = "an int or None" if allow_none else "an int"
         raise TypeError(f"{name}: expected {expected}, got {type(value).__name__}")
     value = int(value)
-    if value < minimum:
-        raise ValueError(f"{name}: expected an int >= {minimum}, got {value}")
-    if value > maximum:
-        raise ValueError(f"{name}: expected an int <= {maximum}, got {value}")
+    if not minimum <= value <= maximum:
+        raise ValueError(f"{name}: expected an int in [{_shown(minimum)}, {_shown(maximum)}], "
+                         f"got {value}")
     return value
+
+
+def _shown(bound: int) -> str:
+    """A range end as messages print it: the int64 / uint64 limits by name."""
+    return {INT64_MAX: "2^63 - 1", -INT64_MAX - 1: "-2^63", 2**64 - 1: "2^64 - 1"}.get(bound,
+                                                                                   str(bound))
+
+
+def check_blocks(block_q, block_kv):
+    """None (the tuned choice) or the kernel's tile sizes: block_q in [1, 4096], block_kv a
+    multiple of 64 in [64, 1024] (kernel_limits.h)."""
+    block_q = check_int(block_q, "block_q", 1, allow_none=True, maximum=_core.MAX_BLOCK_Q)
+    step, top = _core.BLOCK_KV_MULTIPLE, _core.MAX_BLOCK_KV
+    if block_kv is not None:
+        check_int(block_kv, "block_kv", step, maximum=top)
+        if block_kv % step:
+            raise ValueError(f"block_kv: expected a multiple of {step} in [{step}, {top}], got "
+                             f"{block_kv}")
+        block_kv = int(block_kv)
+    return block_q, block_kv
 
 
 def check_bool(value, name: str) -> bool:
@@ -184,13 +222,22 @@ def check_float(value, name: str, expected: str) -> float:
         raise ValueError(f"{name}: expected {expected}, got an int beyond the float range") from None
 
 
+# The scales the kernel's float32 can use, as plain float comparisons (no
+# NumPy: torch.compile traces this check). Above MIN_SCALE a scale rounds to a
+# float32 > 0; MAX_SCALE is the largest float32 whose product with log2(e),
+# which the kernel folds into its exponent in float32, is finite
+# (kernel_limits::kMaxScale).
+MIN_SCALE = 2.0**-150  # exclusive: it rounds to 0 in float32
+MAX_SCALE = 2.3586574359122396e38  # inclusive
+
+
 def check_scale(scale):
-    """None, or a finite scale > 0 that survives the kernel's float32."""
+    """None, or a scale in (MIN_SCALE, MAX_SCALE]: > 0 once rounded to float32,
+    and scale * log2(e) finite in float32."""
     if scale is None:
         return None
     value = check_float(scale, "scale", "a positive float or None")
-    with np.errstate(over="ignore", under="ignore"):
-        single = np.float32(value)
-    if not (value > 0.0 and np.isfinite(single) and single > 0):
-        raise ValueError(f"scale: expected a finite value > 0 (in float32), got {value}")
+    if not MIN_SCALE < value <= MAX_SCALE:  # NaN fails too
+        raise ValueError(f"scale: expected a value in (2^-150, {MAX_SCALE:.8g}] (> 0 in "
+                         f"float32, scale * log2(e) within float32), got {value}")
     return value

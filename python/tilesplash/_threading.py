@@ -6,7 +6,7 @@ import itertools
 import weakref
 
 from . import _core
-from ._tensors import INT32_MAX, check_bool, check_int
+from ._tensors import INT32_MAX, MAX_THREADS, check_bool, check_int
 
 
 class ThreadingContext:
@@ -23,17 +23,26 @@ class ThreadingContext:
     diffusers processor) that owns its own context runs at the same time as the
     others, sharing no lock with them. Calls that share one context take turns
     on its workers, which bounds the threads a process starts. Results are the
-    same bits whatever the context or thread count.
+    same bits whatever the context or thread count. threads is at most 4096.
+    A copy (copy.copy, copy.deepcopy, pickle) is a new, independent context
+    with the same settings.
     """
 
-    __slots__ = ("_core", "_handle", "__weakref__")
+    __slots__ = ("_core", "_handle", "_threads", "__weakref__")
 
     def __init__(self, threads=0, *, pin=False, first_cpu=0):
+        self._threads = check_int(threads, "threads", 0, maximum=MAX_THREADS)  # as asked: 0 stays 0
         self._core = _core.ThreadingContext(
-            check_int(threads, "threads", 0, maximum=INT32_MAX), check_bool(pin, "pin"),
+            self._threads, check_bool(pin, "pin"),
             check_int(first_cpu, "first_cpu", 0, maximum=INT32_MAX))
         self._handle = next(_handles)
         _live[self._handle] = self
+
+    # A copy is a new, independent context with the same settings (its own
+    # workers and handle), for copy.copy, copy.deepcopy and pickle alike: a
+    # copy sharing the original's handle would break once the original is gone.
+    def __reduce__(self):
+        return (_rebuild, (self._threads, self.pin, self.first_cpu))
 
     threads = property(lambda self: self._core.threads,
                        doc="Threads of a call that asks for 0 (resolved: >= 1).")
@@ -43,6 +52,10 @@ class ThreadingContext:
     def __repr__(self) -> str:
         pinned = f", pin=True, first_cpu={self.first_cpu}" if self.pin else ""
         return f"tilesplash.ThreadingContext({self.threads}{pinned})"
+
+
+def _rebuild(threads: int, pin: bool, first_cpu: int) -> ThreadingContext:
+    return ThreadingContext(threads, pin=pin, first_cpu=first_cpu)
 
 
 # The torch op takes a context as an int handle (its schema has no Python

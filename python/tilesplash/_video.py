@@ -8,8 +8,9 @@ from ._mask import Mask
 from ._methods import check_method, method_names
 from ._threading import check_context, core_of
 from ._tensors import (
-    INT32_MAX,
+    MAX_THREADS,
     call_arrays,
+    check_blocks,
     check_bool,
     check_float,
     check_int,
@@ -107,9 +108,8 @@ class VideoAttention:
             check_int(dense_layers, "dense_layers", 0),
             check_int(dense_steps, "dense_steps", 0), check_int(samples, "samples", 1),
             check_int(seed, "seed", 0, maximum=2**64 - 1), force,
-            check_int(threads, "threads", 0, maximum=INT32_MAX),
-            check_int(block_q, "block_q", 1, allow_none=True),
-            check_int(block_kv, "block_kv", 1, allow_none=True), check_scale(scale),
+            check_int(threads, "threads", 0, maximum=MAX_THREADS),
+            *check_blocks(block_q, block_kv), check_scale(scale),
             core_of(check_context(context)))
         self._group = group
         self._timeout = timeout

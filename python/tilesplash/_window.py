@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from . import _core
 from ._mask import Mask
-from ._tensors import check_int
+from ._tensors import INT64_MAX, check_int
 
 
 def seq_len(x, layout: str) -> int:
@@ -26,6 +26,12 @@ def window_args(q_len: int, kv_len: int, q_offset, kv_offset, q_total, kv_total)
     kv_offset = check_int(kv_offset, "kv_offset", 0)
     q_total = check_int(q_total, "q_total", 1, allow_none=True)
     kv_total = check_int(kv_total, "kv_total", 1, allow_none=True)
+    # Global indices are int64: the window's last row must be one.
+    for name, offset, length in (("q_offset", q_offset, q_len), ("kv_offset", kv_offset, kv_len)):
+        if offset > INT64_MAX - length:
+            raise ValueError(f"{name}: rows [{offset}, {offset + length}) of this call pass the "
+                             f"int64 index range; expected {name} <= 2^63 - 1 - length "
+                             f"({INT64_MAX - length})")
     q_total = q_offset + q_len if q_total is None else q_total
     kv_total = kv_offset + kv_len if kv_total is None else kv_total
     if q_offset == 0 and kv_offset == 0 and q_total == q_len and kv_total == kv_len:

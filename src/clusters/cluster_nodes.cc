@@ -185,7 +185,7 @@ bool ClusterMaskNode::keeps(std::int64_t q, std::int64_t k) const {
 }
 
 TileKind ClusterMaskNode::classify(IndexRange rows, IndexRange cols) const {
-  return classify_by_scan(*this, rows, cols);
+  return scan_in_tokens(*this, tokens_, rows, cols);
 }
 
 std::string ClusterMaskNode::to_string() const {

@@ -45,11 +45,24 @@ inline bool contains(IndexRange outer, IndexRange inner) {
 inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return -floor_div(-a, b); }
 
 // keep[i] = 1 for sequence indices [begin, end) that fall in [k0, k0 + n).
+// In 128 bits: k0 may lie anywhere in the int64 range, far from the tokens.
 inline void set_ones(std::uint8_t* keep, std::int64_t k0, std::int64_t n, std::int64_t begin,
                      std::int64_t end) {
-  const std::int64_t lo = std::clamp<std::int64_t>(begin - k0, 0, n);
-  const std::int64_t hi = std::clamp<std::int64_t>(end - k0, lo, n);
+  const auto lo = static_cast<std::int64_t>(std::clamp<Wide>(Wide{begin} - k0, 0, n));
+  const auto hi = static_cast<std::int64_t>(std::clamp<Wide>(Wide{end} - k0, lo, n));
   if (hi > lo) std::memset(keep + lo, 1, static_cast<std::size_t>(hi - lo));
+}
+
+// classify_by_scan for a mask that keeps nothing outside [0, tokens)^2: the
+// scan walks only the tile's part inside, so a tile reaching INT64_MIN or
+// INT64_MAX costs what its in-range part costs; any pair outside is dropped.
+inline TileKind scan_in_tokens(const MaskNode& node, std::int64_t tokens, IndexRange rows,
+                               IndexRange cols) {
+  const IndexRange r = intersect(rows, {0, tokens});
+  const IndexRange c = intersect(cols, {0, tokens});
+  if (r.empty() || c.empty()) return TileKind::kEmpty;
+  const TileKind kind = classify_by_scan(node, r, c);
+  return kind == TileKind::kFull && (r != rows || c != cols) ? TileKind::kPartial : kind;
 }
 
 struct FrameRect {

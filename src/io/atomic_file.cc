@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "io/temp_registry.h"
+#include "tilesplash/tensor_io.h"
 
 namespace tilesplash::io {
 namespace {
@@ -34,13 +35,13 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
     if (fd_ < 0 && errno != EEXIST) {
       const int error = errno;
       temp_path_.clear();
-      throw std::runtime_error(
-          path_ + ": cannot create a temporary file beside it: " + std::strerror(error));
+      throw std::runtime_error(quoted_name(path_) + ": cannot create a temporary file beside it: " +
+                               std::strerror(error));
     }
   }
   if (fd_ < 0) {
     temp_path_.clear();
-    throw std::runtime_error(path_ + ": cannot find a free temporary file name");
+    throw std::runtime_error(quoted_name(path_) + ": cannot find a free temporary file name");
   }
   slot_ = register_temporary(temp_path_);
 }
@@ -52,7 +53,7 @@ AtomicFile::~AtomicFile() {
 }
 
 void AtomicFile::fail_errno(const std::string& what) const {
-  throw std::runtime_error(path_ + ": " + what + ": " + std::strerror(errno));
+  throw std::runtime_error(quoted_name(path_) + ": " + what + ": " + std::strerror(errno));
 }
 
 void AtomicFile::write(std::span<const std::byte> bytes) {

@@ -10,7 +10,7 @@
 namespace tilesplash::io {
 
 void fail(std::string_view file, const std::string& problem) {
-  throw InputError(std::string(file) + ": " + problem);
+  throw InputError(quoted_name(file) + ": " + problem);
 }
 
 namespace {
@@ -35,8 +35,9 @@ std::size_t utf8_length(std::string_view text, std::size_t at) {
     if ((next & 0xc0) != 0x80) return 0;
     code = (code << 6) | (next & 0x3f);
   }
-  // Overlong forms, surrogates and values past U+10FFFF are not UTF-8.
-  const std::uint32_t minimum[] = {0, 0, 0x80, 0x800, 0x10000};
+  // Overlong forms, surrogates and values past U+10FFFF are not UTF-8; the
+  // C1 controls (U+0080 to U+009F, CSI among them) are escaped like C0's.
+  const std::uint32_t minimum[] = {0, 0, 0xa0, 0x800, 0x10000};
   if (code < minimum[length] || (code >= 0xd800 && code <= 0xdfff) || code > 0x10ffff) return 0;
   return length;
 }
@@ -135,11 +136,11 @@ std::uint64_t load_le(std::span<const std::byte> bytes) {
 void check_tensor_for_write(std::string_view path, const Tensor& tensor) {
   const std::int64_t bytes = checked_byte_count(tensor.shape, size_of(tensor.dtype));
   if (bytes < 0) {
-    throw std::invalid_argument(std::string(path) + ": shape " + shape_to_string(tensor.shape) +
+    throw std::invalid_argument(quoted_name(path) + ": shape " + shape_to_string(tensor.shape) +
                                 " is negative or too large");
   }
   if (static_cast<std::uint64_t>(bytes) != tensor.data.size()) {
-    throw std::invalid_argument(std::string(path) + ": shape " + shape_to_string(tensor.shape) +
+    throw std::invalid_argument(quoted_name(path) + ": shape " + shape_to_string(tensor.shape) +
                                 " " + std::string(to_string(tensor.dtype)) + " needs " +
                                 std::to_string(bytes) + " bytes of data, tensor has " +
                                 std::to_string(tensor.data.size()));
@@ -147,3 +148,17 @@ void check_tensor_for_write(std::string_view path, const Tensor& tensor) {
 }
 
 }  // namespace tilesplash::io
+
+namespace tilesplash {
+
+std::string printable_text(std::string_view text) { return io::printable(text); }
+
+std::string quoted_name(std::string_view name) {
+  // Appended, not "'" + ...: GCC 12's -Wrestrict misfires on the operator+ form.
+  std::string text(1, '\'');
+  text.append(io::printable(name));
+  text.push_back('\'');
+  return text;
+}
+
+}  // namespace tilesplash

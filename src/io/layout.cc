@@ -144,14 +144,15 @@ void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, Layout layout,
   const LayoutDims vd = layout_dims(v, layout, v_name);
   const auto mismatch = [&](const std::string& file, const std::string& what, std::int64_t got,
                             const std::string& other, std::int64_t want) {
-    io::fail(file, what + " " + std::to_string(got) + " does not match " + other + " (" +
-                       std::to_string(want) + ") in layout " + std::string(to_string(layout)) +
-                       " " + std::string(layout_axes_text(layout)));
+    io::fail(file, what + " " + std::to_string(got) + " does not match " + quoted_name(other) +
+                       " (" + std::to_string(want) + ") in layout " +
+                       std::string(to_string(layout)) + " " +
+                       std::string(layout_axes_text(layout)));
   };
   const auto same_dtype = [&](const std::string& file, const Tensor& tensor) {
     if (tensor.dtype != q.dtype) {
-      io::fail(file, "dtype " + std::string(to_string(tensor.dtype)) + " does not match " + q_name +
-                         " (" + std::string(to_string(q.dtype)) + ")");
+      io::fail(file, "dtype " + std::string(to_string(tensor.dtype)) + " does not match " +
+                         quoted_name(q_name) + " (" + std::string(to_string(q.dtype)) + ")");
     }
   };
   // An empty axis has no attention to compute; say which file and axis.

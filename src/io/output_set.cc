@@ -48,12 +48,7 @@ struct Entry {
   throw InputError(option + ": " + problem);
 }
 
-std::string quoted(const std::string& path) {
-  std::string text(1, '\'');
-  text.append(io::printable(path));
-  text.push_back('\'');
-  return text;
-}
+std::string quoted(const std::string& path) { return quoted_name(path); }
 
 void check_destination(const std::string& path, const std::string& option) {
   if (path.empty()) refuse(option, "empty path; expected a file path");

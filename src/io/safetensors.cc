@@ -5,9 +5,11 @@
 // every entry's offsets must lie inside the file and agree with its shape —
 // because one lying entry means the file cannot be trusted, while an
 // unsupported dtype matters only for the tensor actually requested.
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "io/atomic_file.h"
@@ -60,12 +62,7 @@ std::string_view dtype_name(DType dtype) {
   return "?";
 }
 
-std::string in_quotes(std::string_view name) {
-  std::string out(1, '\'');
-  out += printable(name);
-  out += '\'';
-  return out;
-}
+std::string in_quotes(std::string_view name) { return quoted_name(name); }
 
 std::string name_list(const Header& header) {
   std::string out;
@@ -166,6 +163,42 @@ Entry parse_entry(const std::string& name, const Json& value, std::uint64_t data
   return entry;
 }
 
+// As the reference implementation requires: the tensors, in offset order,
+// tile the data section exactly, with no byte shared by two tensors and none
+// left to no tensor (a hole or trailing bytes). Either would mean the header
+// does not describe the file.
+void check_layout(const Header& header, std::uint64_t data_bytes, std::string_view file) {
+  std::vector<const Entry*> order;
+  for (const Entry& entry : header.entries) order.push_back(&entry);
+  std::stable_sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) {
+    return std::pair(a->begin, a->end) < std::pair(b->begin, b->end);
+  });
+  std::uint64_t covered = 0;  // the data section's bytes [0, covered) belong to a tensor
+  const Entry* previous = nullptr;
+  for (const Entry* entry : order) {
+    const std::string range =
+        "data_offsets [" + std::to_string(entry->begin) + ", " + std::to_string(entry->end) + "]";
+    if (entry->begin < covered) {
+      fail(file, "tensor " + in_quotes(entry->name) + ": " + range + " overlap tensor " +
+                     in_quotes(previous->name) + " (bytes up to " + std::to_string(covered) +
+                     "); expected every tensor to start where the previous one ends");
+    }
+    if (entry->begin > covered) {
+      fail(file, "tensor " + in_quotes(entry->name) + ": " + range + " leave bytes [" +
+                     std::to_string(covered) + ", " + std::to_string(entry->begin) +
+                     ") of the data section to no tensor; expected every tensor to start where "
+                     "the previous one ends");
+    }
+    covered = entry->end;
+    previous = entry;
+  }
+  if (covered != data_bytes) {
+    fail(file, "the data section has " + std::to_string(data_bytes) +
+                   " bytes but its tensors end at " + std::to_string(covered) +
+                   "; expected no bytes after the last tensor");
+  }
+}
+
 Header read_header(const ByteSource& source) {
   const std::string& file = source.name();
   if (source.size() < 8) {
@@ -213,6 +246,7 @@ Header read_header(const ByteSource& source) {
     }
     header.entries.push_back(parse_entry(name, value, data_bytes, file));
   }
+  check_layout(header, data_bytes, file);
   return header;
 }
 
@@ -226,7 +260,7 @@ Tensor parse_safetensors(const ByteSource& source, const std::string& name) {
     if (header.entries.empty()) fail(file, "holds no tensors");
     if (header.entries.size() > 1) {
       fail(file, "holds " + std::to_string(header.entries.size()) + " tensors, pick one with " +
-                     file + ":NAME (have: " + name_list(header) + ")");
+                     printable(file) + ":NAME (have: " + name_list(header) + ")");
     }
     entry = &header.entries.front();
   } else {
@@ -268,10 +302,10 @@ std::string safetensors_header(const std::string& path,
   std::uint64_t offset = 0;
   for (const auto& [name, tensor] : tensors) {
     if (name.empty() || name == "__metadata__") {
-      throw std::invalid_argument(path + ": invalid tensor name " + in_quotes(name));
+      throw std::invalid_argument(quoted_name(path) + ": invalid tensor name " + in_quotes(name));
     }
     if (!seen.insert(name).second) {
-      throw std::invalid_argument(path + ": duplicate tensor name " + in_quotes(name));
+      throw std::invalid_argument(quoted_name(path) + ": duplicate tensor name " + in_quotes(name));
     }
     check_tensor_for_write(path, tensor);
     const std::uint64_t end = offset + tensor.data.size();
@@ -284,7 +318,7 @@ std::string safetensors_header(const std::string& path,
   try {
     text = header.dump();
   } catch (const Json::exception&) {
-    throw std::invalid_argument(path + ": tensor names must be valid UTF-8");
+    throw std::invalid_argument(quoted_name(path) + ": tensor names must be valid UTF-8");
   }
   // Pad with spaces, as the reference writer does, so the data is 8-byte aligned.
   text.append((8 - text.size() % 8) % 8, ' ');

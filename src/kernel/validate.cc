@@ -1,11 +1,13 @@
 // Argument checks for attention calls. Every message names the argument and
 // the value it should have had, because these reach users through the CLI.
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 
 #include "kernel/forward_params.h"
 #include "tilesplash/kernel_limits.h"
+#include "tilesplash/threading.h"
 
 namespace tilesplash::kernel {
 namespace {
@@ -91,8 +93,10 @@ ForwardParams make_forward_params(const TilePlan& plan, const AttentionArgs& arg
   if (!kernel_limits::valid_block_q(blocks.block_q)) {
     fail("plan block_q must be " + kernel_limits::block_q_rule() + ", got " + str(blocks.block_q));
   }
-  if (options.threads < 0)
-    fail("threads must be >= 0 (0 = the context's threads), got " + str(options.threads));
+  if (options.threads < 0 || options.threads > kMaxThreads) {
+    fail("threads must be in [0, " + str(kMaxThreads) + "] (0 = the context's threads), got " +
+         str(options.threads));
+  }
 
   ForwardParams params;
   params.plan = &plan;
@@ -102,8 +106,10 @@ ForwardParams make_forward_params(const TilePlan& plan, const AttentionArgs& arg
   params.out = out;
   params.lse = args.lse;
   params.scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(q.dim)));
-  if (!std::isfinite(params.scale) || params.scale <= 0.0f) {
-    fail("scale must be finite and > 0, got " + std::to_string(params.scale));
+  if (!kernel_limits::valid_scale(params.scale)) {
+    char shown[32];
+    std::snprintf(shown, sizeof(shown), "%.8g", static_cast<double>(params.scale));
+    fail("scale must be " + kernel_limits::scale_rule() + ", got " + shown);
   }
   params.mask_mode = options.mask_mode;
   params.threads = options.threads > 0 ? options.threads : default_threads;

@@ -18,17 +18,17 @@ constexpr std::size_t kLocalTag = 0x6c6f63616c;
 constexpr std::size_t kChunkedTag = 0x6368756e6b;
 constexpr std::size_t kKeyRangeTag = 0x6b657973;
 
-std::int64_t band_lo(std::optional<std::int64_t> left, std::int64_t offset) {
-  return left ? clamp_bound(static_cast<__int128>(offset) - *left) : -kUnbounded;
+Wide band_lo(std::optional<std::int64_t> left, std::int64_t offset) {
+  return left ? Wide{offset} - *left : -kNoBound;
 }
 
-std::int64_t band_hi(std::optional<std::int64_t> right, std::int64_t offset) {
-  return right ? clamp_bound(static_cast<__int128>(offset) + *right) : kUnbounded;
+Wide band_hi(std::optional<std::int64_t> right, std::int64_t offset) {
+  return right ? Wide{offset} + *right : kNoBound;
 }
 
-IndexRange clip_hull(__int128 begin, __int128 end, std::int64_t kv_len) {
-  begin = std::max<__int128>(begin, 0);
-  end = std::min<__int128>(end, kv_len);
+IndexRange clip_hull(Wide begin, Wide end, std::int64_t kv_len) {
+  begin = std::max<Wide>(begin, 0);
+  end = std::min<Wide>(end, kv_len);
   if (end <= begin) return {};
   return {static_cast<std::int64_t>(begin), static_cast<std::int64_t>(end)};
 }
@@ -42,14 +42,14 @@ void DenseNode::eval_row(std::int64_t, std::int64_t, std::int64_t n, std::uint8_
 std::size_t DenseNode::hash() const { return hash_combine(kDenseTag, 0); }
 
 bool BandNode::keeps(std::int64_t q, std::int64_t k) const {
-  const std::int64_t delta = k - q;
+  const Wide delta = Wide{k} - q;
   return delta >= lo_ && delta <= hi_;
 }
 
 TileKind BandNode::classify(IndexRange rows, IndexRange cols) const {
   // The tile's differences k - q are exactly the integers in [dmin, dmax].
-  const std::int64_t dmin = cols.begin - (rows.end - 1);
-  const std::int64_t dmax = (cols.end - 1) - rows.begin;
+  const Wide dmin = Wide{cols.begin} - (rows.end - 1);
+  const Wide dmax = Wide{cols.end - 1} - rows.begin;
   if (dmax < lo_ || dmin > hi_) return TileKind::kEmpty;
   if (dmin >= lo_ && dmax <= hi_) return TileKind::kFull;
   return TileKind::kPartial;
@@ -57,17 +57,14 @@ TileKind BandNode::classify(IndexRange rows, IndexRange cols) const {
 
 IndexRange BandNode::kv_hull(IndexRange rows, std::int64_t kv_len) const {
   if (rows.empty()) return {};
-  return clip_hull(static_cast<__int128>(rows.begin) + lo_, static_cast<__int128>(rows.end) + hi_,
-                   kv_len);
+  return clip_hull(rows.begin + lo_, rows.end + hi_, kv_len);
 }
 
 void BandNode::eval_row(std::int64_t q, std::int64_t k0, std::int64_t n, std::uint8_t* keep) const {
-  const std::int64_t shift = q - k0;
-  fill_interval(keep, n, lo_ + shift, hi_ + shift);
+  fill_keys(keep, k0, n, q + lo_, q + hi_);
 }
 
-CausalNode::CausalNode(std::int64_t offset)
-    : BandNode(-kUnbounded, clamp_bound(offset)), offset_(offset) {}
+CausalNode::CausalNode(std::int64_t offset) : BandNode(-kNoBound, offset), offset_(offset) {}
 
 std::string CausalNode::to_string() const {
   return offset_ == 0 ? "causal" : "causal:offset=" + std::to_string(offset_);
@@ -128,8 +125,8 @@ ChunkedCausalNode::ChunkedCausalNode(std::int64_t chunk) : chunk_(chunk) {
   }
 }
 
-std::int64_t ChunkedCausalNode::chunk_start(std::int64_t q) const {
-  return floor_div(q, chunk_) * chunk_;
+Wide ChunkedCausalNode::chunk_start(std::int64_t q) const {
+  return Wide{floor_div(q, chunk_)} * chunk_;
 }
 
 bool ChunkedCausalNode::keeps(std::int64_t q, std::int64_t k) const {
@@ -157,7 +154,7 @@ IndexRange ChunkedCausalNode::kv_hull(IndexRange rows, std::int64_t kv_len) cons
 
 void ChunkedCausalNode::eval_row(std::int64_t q, std::int64_t k0, std::int64_t n,
                                  std::uint8_t* keep) const {
-  fill_interval(keep, n, chunk_start(q) - k0, q - k0);
+  fill_keys(keep, k0, n, chunk_start(q), q);
 }
 
 std::string ChunkedCausalNode::to_string() const {

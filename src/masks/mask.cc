@@ -2,6 +2,7 @@
 #include "tilesplash/mask.h"
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 #include <typeinfo>
 #include <utility>
@@ -27,9 +28,14 @@ TileKind classify_by_scan(const MaskNode& node, IndexRange rows, IndexRange cols
   std::uint8_t keep[kChunk];
   bool any_kept = false;
   bool any_dropped = false;
+  // Counted from the tile's first key, unsigned: cols.end - cols.begin and
+  // k + kChunk may pass INT64_MAX for tiles at the ends of the index range.
+  const std::uint64_t width =
+      static_cast<std::uint64_t>(cols.end) - static_cast<std::uint64_t>(cols.begin);
   for (std::int64_t q = rows.begin; q < rows.end; ++q) {
-    for (std::int64_t k = cols.begin; k < cols.end; k += kChunk) {
-      const std::int64_t n = std::min(kChunk, cols.end - k);
+    for (std::uint64_t done = 0; done < width; done += kChunk) {
+      const auto n = static_cast<std::int64_t>(std::min<std::uint64_t>(kChunk, width - done));
+      const auto k = static_cast<std::int64_t>(static_cast<std::uint64_t>(cols.begin) + done);
       node.eval_row(q, k, n, keep);
       unsigned kept = 0;
       for (std::int64_t i = 0; i < n; ++i) kept += keep[i] != 0;
@@ -135,7 +141,14 @@ IndexRange Mask::kv_hull(IndexRange rows, std::int64_t kv_len) const {
 }
 
 void Mask::eval_row(std::int64_t q, std::int64_t k0, std::int64_t n, std::uint8_t* keep) const {
-  if (n > 0) node_->eval_row(q, k0, n, keep);
+  if (n <= 0) return;
+  // Keys k0 .. k0 + n - 1 must be int64 indices, as every range's are.
+  if (k0 > std::numeric_limits<std::int64_t>::max() - n) {
+    throw std::invalid_argument("Mask::eval_row: keys [" + std::to_string(k0) + ", " +
+                                std::to_string(k0) + " + " + std::to_string(n) +
+                                ") pass the int64 range; expected k0 + n <= 2^63 - 1");
+  }
+  node_->eval_row(q, k0, n, keep);
 }
 
 bool Mask::is_analytic() const { return node_->is_analytic(); }

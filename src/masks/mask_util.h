@@ -14,13 +14,22 @@
 
 namespace tilesplash::detail {
 
-// Sequence indices are assumed to lie in [0, kUnbounded). Offsets and band
-// sides are clamped to +-kUnbounded, which cannot change which in-range pairs
-// are kept (|k - q| < kUnbounded) but keeps every later sum of an index and a
-// bound far away from int64 overflow.
+// Indices are any int64 values (keeps() takes any pair; a range [begin, end)
+// holds the indices below end). Differences of two indices, and an index plus
+// or minus a bound, need 65 bits: nodes compute them in 128 bits, so no
+// offset, band or index is ever clamped or wrapped.
+using Wide = __int128;
+
+// A missing band side: beyond every difference of two int64 indices (|k - q|
+// < 2^64) and every bound made of an offset and a side (< 2^64 in magnitude).
+inline constexpr Wide kNoBound = Wide{1} << 66;
+
+// Video bands are half-widths over at most 2^40 tokens: clamping them to
+// kUnbounded keeps sums with in-range indices far from int64 overflow and
+// cannot change which in-range pairs are kept.
 inline constexpr std::int64_t kUnbounded = std::int64_t{1} << 61;
 
-inline std::int64_t clamp_bound(__int128 value) {
+inline std::int64_t clamp_bound(Wide value) {
   if (value > kUnbounded) return kUnbounded;
   if (value < -kUnbounded) return -kUnbounded;
   return static_cast<std::int64_t>(value);
@@ -53,6 +62,15 @@ inline void fill_interval(std::uint8_t* keep, std::int64_t n, std::int64_t lo, s
   std::memset(keep, 0, static_cast<std::size_t>(begin));
   std::memset(keep + begin, 1, static_cast<std::size_t>(end - begin));
   std::memset(keep + end, 0, static_cast<std::size_t>(n - end));
+}
+
+// keep[i] = (lo <= k0 + i && k0 + i <= hi) for i in [0, n): fill_interval
+// for key bounds of any size, clipped in 128 bits before narrowing.
+inline void fill_keys(std::uint8_t* keep, std::int64_t k0, std::int64_t n, Wide lo, Wide hi) {
+  const auto clip = [n](Wide value) {
+    return static_cast<std::int64_t>(std::clamp<Wide>(value, -1, n));
+  };
+  fill_interval(keep, n, clip(lo - k0), clip(hi - k0));
 }
 
 // Shortest text that parses back to the same double, so specs round-trip.

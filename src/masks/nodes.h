@@ -25,7 +25,8 @@ class DenseNode final : public MaskNode {
 
 // Keeps (q, k) when lo <= k - q <= hi. Causal and local masks are both this
 // shape; in every tile the differences k - q cover one contiguous interval,
-// which makes classification two comparisons.
+// which makes classification two comparisons. Differences and bounds are
+// exact 128-bit values (an offset of 2^62 and an index of 2^62 still meet).
 class BandNode : public MaskNode {
  public:
   bool keeps(std::int64_t q, std::int64_t k) const override;
@@ -33,15 +34,12 @@ class BandNode : public MaskNode {
   IndexRange kv_hull(IndexRange rows, std::int64_t kv_len) const override;
   void eval_row(std::int64_t q, std::int64_t k0, std::int64_t n, std::uint8_t* keep) const override;
 
-  std::int64_t min_delta() const { return lo_; }
-  std::int64_t max_delta() const { return hi_; }
-
  protected:
-  BandNode(std::int64_t lo, std::int64_t hi) : lo_(lo), hi_(hi) {}
+  BandNode(__int128 lo, __int128 hi) : lo_(lo), hi_(hi) {}
 
  private:
-  std::int64_t lo_;  // clamped to +-kUnbounded
-  std::int64_t hi_;
+  __int128 lo_;  // exact, or -kNoBound / kNoBound for a missing side
+  __int128 hi_;
 };
 
 class CausalNode final : public BandNode {
@@ -89,7 +87,7 @@ class ChunkedCausalNode final : public MaskNode {
   bool equals(const MaskNode& other) const override;
 
  private:
-  std::int64_t chunk_start(std::int64_t q) const;
+  __int128 chunk_start(std::int64_t q) const;  // below INT64_MIN for some q < 0
   std::int64_t chunk_;
 };
 

@@ -61,10 +61,19 @@ Geometry make_geometry(std::int64_t q_len, std::int64_t kv_len, BlockSizes block
                                 std::to_string(g.num_kv_blocks) +
                                 " kv blocks, more than a plan can index (2^32)");
   }
+  // The builder evaluates a tile row as one byte per key, and stores a tile's
+  // bitmask: both must stay within 1 GiB.
+  if (blocks.block_kv > kMaxTileBytes) {
+    throw std::invalid_argument(
+        "TilePlan: block_kv must be <= 2^30 (a tile row of one byte per "
+        "key within 1 GiB), got " +
+        std::to_string(blocks.block_kv));
+  }
   if (g.words_per_row > kMaxTileBytes / 8 / blocks.block_q) {
-    throw std::invalid_argument("TilePlan: a " + std::to_string(blocks.block_q) + " x " +
-                                std::to_string(blocks.block_kv) +
-                                " tile bitmask exceeds 1 GiB; block sizes are too large");
+    throw std::invalid_argument("TilePlan: block_q x block_kv = " + std::to_string(blocks.block_q) +
+                                " x " + std::to_string(blocks.block_kv) +
+                                " needs a tile bitmask over 1 GiB; expected block_q * "
+                                "ceil(block_kv / 64) <= 2^27");
   }
   return g;
 }

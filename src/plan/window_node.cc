@@ -1,6 +1,8 @@
 #include "plan/window_node.h"
 
 #include <algorithm>
+#include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -21,18 +23,31 @@ std::string range_text(IndexRange range) {
 WindowNode::WindowNode(Mask global, const MaskWindow& window)
     : global_(std::move(global)), window_(window) {}
 
+IndexRange WindowNode::shifted(IndexRange range, std::int64_t by) {
+  constexpr Wide kMax = std::numeric_limits<std::int64_t>::max();
+  return {static_cast<std::int64_t>(std::min<Wide>(Wide{range.begin} + by, kMax)),
+          static_cast<std::int64_t>(std::min<Wide>(Wide{range.end} + by, kMax))};
+}
+
 bool WindowNode::keeps(std::int64_t q, std::int64_t k) const {
-  return global_.keeps(q + window_.q.begin, k + window_.kv.begin);
+  std::int64_t global_q = 0, global_k = 0;
+  if (__builtin_add_overflow(q, window_.q.begin, &global_q) ||
+      __builtin_add_overflow(k, window_.kv.begin, &global_k)) {
+    return false;
+  }
+  return global_.keeps(global_q, global_k);
 }
 
 TileKind WindowNode::classify(IndexRange rows, IndexRange cols) const {
-  return global_.classify(to_global_rows(rows), to_global_cols(cols));
+  const IndexRange global_rows = to_global_rows(rows), global_cols = to_global_cols(cols);
+  if (global_rows.empty() || global_cols.empty()) return TileKind::kEmpty;
+  return global_.classify(global_rows, global_cols);
 }
 
 IndexRange WindowNode::kv_hull(IndexRange rows, std::int64_t kv_len) const {
   // The global hull is clipped to [0, kv.begin + kv_len); what lies left of
   // the window's first key is cut off when shifting back.
-  const IndexRange hull = global_.kv_hull(to_global_rows(rows), window_.kv.begin + kv_len);
+  const IndexRange hull = global_.kv_hull(to_global_rows(rows), to_global_cols({0, kv_len}).end);
   const IndexRange local{std::max<std::int64_t>(hull.begin - window_.kv.begin, 0),
                          std::min(hull.end - window_.kv.begin, kv_len)};
   return local.empty() ? IndexRange{} : local;
@@ -40,7 +55,15 @@ IndexRange WindowNode::kv_hull(IndexRange rows, std::int64_t kv_len) const {
 
 void WindowNode::eval_row(std::int64_t q, std::int64_t k0, std::int64_t n,
                           std::uint8_t* keep) const {
-  global_.eval_row(q + window_.q.begin, k0 + window_.kv.begin, n, keep);
+  // A row or keys past INT64_MAX keep nothing.
+  std::int64_t global_q = 0;
+  if (__builtin_add_overflow(q, window_.q.begin, &global_q)) {
+    std::memset(keep, 0, static_cast<std::size_t>(n));
+    return;
+  }
+  const IndexRange keys = to_global_cols({k0, k0 + n});
+  global_.eval_row(global_q, keys.begin, keys.size(), keep);
+  std::memset(keep + keys.size(), 0, static_cast<std::size_t>(n - keys.size()));
 }
 
 void WindowNode::check_lengths(std::int64_t q_len, std::int64_t kv_len) const {

@@ -30,12 +30,12 @@ class WindowNode final : public MaskNode {
   const MaskWindow& window() const { return window_; }
 
  private:
-  IndexRange to_global_rows(IndexRange rows) const {
-    return {rows.begin + window_.q.begin, rows.end + window_.q.begin};
-  }
-  IndexRange to_global_cols(IndexRange cols) const {
-    return {cols.begin + window_.kv.begin, cols.end + window_.kv.begin};
-  }
+  // Local indices plus the window's start (>= 0). Global indices past
+  // INT64_MAX do not exist: ranges are clipped there and keeps() is false,
+  // so a local index near INT64_MAX never wraps into the map's start.
+  IndexRange to_global_rows(IndexRange rows) const { return shifted(rows, window_.q.begin); }
+  IndexRange to_global_cols(IndexRange cols) const { return shifted(cols, window_.kv.begin); }
+  static IndexRange shifted(IndexRange range, std::int64_t by);
 
   Mask global_;
   MaskWindow window_;

@@ -35,14 +35,14 @@ bool SampledRowsNode::keeps(std::int64_t i, std::int64_t k) const {
 }
 
 TileKind SampledRowsNode::classify(IndexRange rows, IndexRange cols) const {
+  // Rows outside the block keep nothing: only the block's own rows are visited.
+  const std::int64_t first = std::max<std::int64_t>(rows.begin, 0);
+  const std::int64_t last = std::min(rows.end, block_rows());
   bool any_full = false;
-  bool any_empty = false;
-  for (std::int64_t i = rows.begin; i < rows.end; ++i) {
-    TileKind kind = TileKind::kEmpty;
-    if (i >= 0 && i < block_rows()) {
-      const std::int64_t q = row(i);
-      kind = section(i).classify({q, q + 1}, cols);
-    }
+  bool any_empty = first > rows.begin || last < rows.end;
+  for (std::int64_t i = first; i < last; ++i) {
+    const std::int64_t q = row(i);
+    const TileKind kind = section(i).classify({q, q + 1}, cols);
     if (kind == TileKind::kPartial) return TileKind::kPartial;
     any_full = any_full || kind == TileKind::kFull;
     any_empty = any_empty || kind == TileKind::kEmpty;

@@ -13,12 +13,16 @@
 namespace tilesplash {
 namespace {
 
-ThreadingOptions checked(ThreadingOptions options) {
-  if (options.threads < 0) {
-    throw std::invalid_argument(
-        "ThreadingContext: threads must be >= 0 (0: hardware threads), got " +
-        std::to_string(options.threads));
+void check_threads(const char* who, int threads) {
+  if (threads < 0 || threads > kMaxThreads) {
+    throw std::invalid_argument(std::string(who) + ": threads must be in [0, " +
+                                std::to_string(kMaxThreads) + "] (0: hardware threads), got " +
+                                std::to_string(threads));
   }
+}
+
+ThreadingOptions checked(ThreadingOptions options) {
+  check_threads("ThreadingContext", options.threads);
   if (options.first_cpu < 0) {
     throw std::invalid_argument("ThreadingContext: first_cpu must be >= 0, got " +
                                 std::to_string(options.first_cpu));
@@ -61,18 +65,12 @@ ThreadingContext::~ThreadingContext() = default;
 
 void ThreadingContext::run(int threads, std::int64_t items,
                            const std::function<void(std::int64_t, int)>& body) {
-  if (threads < 0) {
-    throw std::invalid_argument("ThreadingContext::run: threads must be >= 0, got " +
-                                std::to_string(threads));
-  }
+  check_threads("ThreadingContext::run", threads);
   impl_->pool.run(resolve(threads), items, body);
 }
 
 void ThreadingContext::run_together(int threads, const std::function<void(int)>& body) {
-  if (threads < 0) {
-    throw std::invalid_argument("ThreadingContext::run_together: threads must be >= 0, got " +
-                                std::to_string(threads));
-  }
+  check_threads("ThreadingContext::run_together", threads);
   impl_->pool.run_together(resolve(threads), [&](std::int64_t, int worker) { body(worker); });
 }
 

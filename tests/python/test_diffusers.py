@@ -231,6 +231,21 @@ def test_report_contents(model, inputs, enabled):
     assert handle.report() == []
 
 
+def test_report_is_a_deep_copy(model, inputs, enabled):
+    handle = enabled(dense_layers=1, samples=32)
+    run_wan(model, *inputs)
+    before = handle.report()
+    edited = handle.report()
+    edited[0]["step"] = 99
+    edited[0]["heads"][0]["choice"] = "edited"
+    edited[0]["heads"][0]["mse"]["spatial"] = -1.0
+    edited[0]["geometry"]["frames"] = 0
+    edited[1]["heads"].clear()
+    edited.clear()
+    assert handle.report() == before
+    assert tsd.summarize(handle.report()) == tsd.summarize(before)
+
+
 def test_summarize(model, inputs, enabled):
     handle = enabled(dense_steps=1)
     hidden, text = inputs
@@ -337,6 +352,12 @@ def test_token_count_must_match_the_input(model, inputs, enabled):
         ({"samples": 0}, ValueError, "samples"),
         ({"samples": "64"}, TypeError, "samples"),
         ({"threads": -1}, ValueError, "threads"),
+        ({"threads": 2**40}, ValueError, r"threads must be in \[0, 4096\]"),
+        ({"timeout": -1}, ValueError, "timeout"),
+        ({"timeout": 0}, ValueError, "timeout"),
+        ({"timeout": float("nan")}, ValueError, "timeout"),
+        ({"timeout": float("inf")}, ValueError, "timeout"),
+        ({"timeout": "60"}, TypeError, "timeout"),
         ({"process_group": object()}, TypeError, "process_group"),
     ],
 )

@@ -71,8 +71,9 @@ OutputSpec parse_output(const std::string& spec, const std::string& option,
     if (rest.empty()) return {spec, default_name};
     if (rest.size() > 1 && rest[0] == ':') return {spec.substr(0, at + ext.size()), rest.substr(1)};
   }
-  throw std::invalid_argument(fmt::format(
-      "{}: expected path.npy, path.safetensors or path.safetensors:name, got '{}'", option, spec));
+  throw std::invalid_argument(
+      fmt::format("{}: expected path.npy, path.safetensors or path.safetensors:name, got {}",
+                  option, quoted_name(spec)));
 }
 
 void stage_output(OutputSet& outputs, const OutputSpec& spec, Tensor tensor) {
@@ -127,8 +128,9 @@ void run_attend(const AttendOptions& options) {
   const LayoutDims vd = layout_dims(v, layout, options.v);
   for (const auto& [file, len] : {std::pair{options.q, qd.len}, std::pair{options.k, kd.len}}) {
     if (geometry && len != geometry->tokens()) {
-      throw InputError(fmt::format("{}: --route {} needs {} tokens per head, the file has {}", file,
-                                   geometry->to_string(), geometry->tokens(), len));
+      throw InputError(fmt::format("{}: --route {} needs {} tokens per head, the file has {}",
+                                   quoted_name(file), geometry->to_string(), geometry->tokens(),
+                                   len));
     }
   }
   const DType out_dtype = options.out_dtype.empty() ? q.dtype : *parse_dtype(options.out_dtype);
@@ -273,7 +275,7 @@ Command add_attend_command(CLI::App& parent) {
   add_method_option(*app, options->method, "With --route: ")->needs(route);
   app->add_option("--scale", options->scale, "Softmax scale (default 1/sqrt(d))")
       ->type_name("X")
-      ->transform(number_in(0.0, HUGE_VAL, true));
+      ->transform(number_in(0.0, kernel_limits::kMaxScale, true));
   add_tile_options(*app, options->block_q, options->block_kv);
   add_threads_option(*app, options->threads);
   app->add_option("--out-dtype", options->out_dtype, "Output dtype (default: the input's)")

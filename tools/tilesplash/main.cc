@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "tilesplash/output_set.h"
+#include "tilesplash/tensor_io.h"
 #include "tilesplash/version.h"
 
 namespace {
@@ -40,7 +41,9 @@ constexpr const char* kExamples =
     "Run `tilesplash <command> --help` for a command's options.";
 
 int fail(int code, std::string_view message) {
-  std::cerr << "tilesplash: error: " << message << '\n';
+  // On one line whatever it quotes (a path or a SPEC with a newline, an
+  // escape sequence): printable_text escapes every control character.
+  std::cerr << "tilesplash: error: " << tilesplash::printable_text(message) << '\n';
   return code;
 }
 

@@ -19,7 +19,6 @@ namespace {
 
 std::string describe_range(std::int64_t lo, std::int64_t hi, std::int64_t multiple) {
   if (multiple > 1) return fmt::format("a multiple of {} from {} to {}", multiple, lo, hi);
-  if (hi == kMaxLength) return fmt::format("an integer >= {}", lo);
   return fmt::format("an integer from {} to {}", lo, hi);
 }
 

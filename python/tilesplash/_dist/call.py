@@ -7,7 +7,7 @@ import struct
 from dataclasses import dataclass
 
 from .._mask import as_mask
-from .._tensors import check_int, check_layout, check_qkv, check_scale
+from .._tensors import MAX_THREADS, check_int, check_layout, check_qkv, check_scale
 from .._threading import check_context
 from .group import Group, torch_modules
 from .layouts import as_bnhd
@@ -46,7 +46,7 @@ def check_local(q, k, v, mask, layout, scale, threads, who) -> Call:
     check_qkv(q, k, v, layout)
     mask = as_mask(mask)
     scale = check_scale(scale)
-    threads = check_int(threads, "threads", 0)
+    threads = check_int(threads, "threads", 0, maximum=MAX_THREADS)
     qb, kb, vb = (as_bnhd(x, layout) for x in (q, k, v))
     if tuple(kb.shape[:3]) != tuple(qb.shape[:3]) or tuple(vb.shape[:3]) != tuple(qb.shape[:3]):
         raise ValueError(

@@ -25,6 +25,8 @@ only): see ``_sequence_parallel`` and docs/diffusers.md.
 
 from __future__ import annotations
 
+import copy
+import datetime
 import numbers
 
 try:
@@ -90,9 +92,10 @@ class TilesplashHandle:
         ``mse_spatial``, ``mse_temporal``, ``mse`` (every candidate's), ``density``,
         ``seconds``, ...), ``seconds`` (the whole call), ``geometry`` (``frames``,
         ``height``, ``width`` after patching, ``text``, ``text_at``, ``key_lengths``) and
-        the rest of ``tilesplash.VideoAttention``'s report (method, layer timings).
+        the rest of ``tilesplash.VideoAttention``'s report (method, layer timings). A deep
+        copy: editing it leaves the handle's own records as they were.
         """
-        return list(self._runtime.records)
+        return copy.deepcopy(self._runtime.records)
 
     def clear_report(self) -> None:
         """Forget the calls reported so far (a long run's report grows per layer and step)."""
@@ -170,6 +173,7 @@ def enable(
         None: the handle's VideoAttention objects own theirs.
     """
     targets, scheduler = _targets(target)
+    timeout = _timeout(timeout)  # checked with or without a group
     method = _method(method)
     dense_last_steps = _non_negative_int(dense_last_steps, "dense_last_steps")
     total_steps = None if total_steps is None else _positive_int(total_steps, "total_steps")
@@ -187,7 +191,7 @@ def enable(
         total_steps=total_steps,
         force=_force(force, method),
         samples=_positive_int(samples, "samples"),
-        threads=_non_negative_int(threads, "threads"),
+        threads=_non_negative_int(threads, "threads", maximum=tilesplash._core.MAX_THREADS),
         context=_context(context),
     )
     for _, model, spec in targets:
@@ -275,17 +279,34 @@ def _context(context):
     return context
 
 
-def _non_negative_int(value, name: str) -> int:
+_INT64_MAX = 2**63 - 1
+
+
+def _non_negative_int(value, name: str, maximum: int = _INT64_MAX) -> int:
     value = _integer(value, name)
-    if value < 0:
-        raise ValueError(f"tilesplash: {name} must be >= 0; got {value}")
+    if not 0 <= value <= maximum:
+        raise ValueError(f"tilesplash: {name} must be in [0, {maximum}]; got {value}")
+    return value
+
+
+def _timeout(value):
+    """None, a timedelta or seconds, > 0 and finite (what the collectives accept)."""
+    if value is None:
+        return None
+    seconds = value.total_seconds() if isinstance(value, datetime.timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real):
+        raise TypeError(f"{_WHO}: timeout must be None, seconds or a timedelta; got "
+                        f"{type(value).__name__}")
+    if not 0 < seconds < float("inf"):
+        raise ValueError(f"{_WHO}: timeout must be a finite number of seconds > 0 (or None); "
+                         f"got {value!r}")
     return value
 
 
 def _positive_int(value, name: str) -> int:
     value = _integer(value, name)
-    if value < 1:
-        raise ValueError(f"tilesplash: {name} must be >= 1; got {value}")
+    if not 1 <= value <= _INT64_MAX:
+        raise ValueError(f"tilesplash: {name} must be in [1, {_INT64_MAX}]; got {value}")
     return value
 
 

@@ -72,7 +72,7 @@ TileKind VideoMaskNode::classify(IndexRange rows, IndexRange cols) const {
   if (partial == 1) return TileKind::kPartial;
   // Two partial areas may still cover the tile between them; such tiles sit
   // on the area boundaries only.
-  return classify_by_scan(*this, rows, cols);
+  return scan_in_tokens(*this, layout_.tokens, rows, cols);
 }
 
 TileKind VideoMaskNode::classify_band(IndexRange rows, IndexRange cols) const {

@@ -148,7 +148,7 @@ TileKind RadialNode::classify(IndexRange rows, IndexRange cols) const {
   if (text == TileKind::kEmpty) return video;
   // Both partial: they may still cover the tile between them (tiles on the
   // text boundary only).
-  return classify_by_scan(*this, rows, cols);
+  return scan_in_tokens(*this, layout_.tokens, rows, cols);
 }
 
 void RadialNode::eval_row(std::int64_t q, std::int64_t k0, std::int64_t n,

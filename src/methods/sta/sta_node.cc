@@ -205,7 +205,7 @@ TileKind StaNode::classify(IndexRange rows, IndexRange cols) const {
   if (video == TileKind::kFull || text == TileKind::kFull) return TileKind::kFull;
   if (video == TileKind::kEmpty) return text;
   if (text == TileKind::kEmpty) return video;
-  return classify_by_scan(*this, rows, cols);  // text boundary tiles only
+  return scan_in_tokens(*this, tokens_, rows, cols);  // text boundary tiles only
 }
 
 void StaNode::eval_row(std::int64_t q, std::int64_t k0, std::int64_t n, std::uint8_t* keep) const {
@@ -287,7 +287,7 @@ TileKind StaRunNode::classify(IndexRange rows, IndexRange cols) const {
   if (video == TileKind::kFull || text == TileKind::kFull) return TileKind::kFull;
   if (video == TileKind::kEmpty) return text;
   if (text == TileKind::kEmpty) return video;
-  return classify_by_scan(*this, rows, cols);
+  return scan_in_tokens(*this, tokens_, rows, cols);
 }
 
 IndexRange StaRunNode::kv_hull(IndexRange rows, std::int64_t kv_len) const {
