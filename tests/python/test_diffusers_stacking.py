@@ -209,3 +209,35 @@ def test_classifier_free_guidance_batched_and_as_two_calls():
         assert relative_error(run(model, batched), native) <= DENSE_TOLERANCE
     finally:
         handle.remove()
+
+
+def test_two_models_in_two_threads():
+    # Each thread's attention calls reach its own model's handle (the current call site is
+    # per thread), each handle on its own threading context.
+    import threading
+
+    import tilesplash
+
+    cases = [(WAN.build(), WAN.inputs(1, 8)), (BY_NAME["CogVideoXTransformer3DModel"].build(),
+                                               BY_NAME["CogVideoXTransformer3DModel"].inputs(1, 8))]
+    handles = [tsd.enable(model, density=0.3, samples=8, context=tilesplash.ThreadingContext(1))
+               for model, _ in cases]
+    try:
+        alone = [run(model, inputs) for model, inputs in cases]
+        results = [[], []]
+
+        def work(i):
+            model, inputs = cases[i]
+            for _ in range(4):
+                results[i].append(run(model, inputs))
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        for handle in handles:
+            handle.remove()
+    for i in range(2):
+        assert len(results[i]) == 4 and all(torch.equal(out, alone[i]) for out in results[i])

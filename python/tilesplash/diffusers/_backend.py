@@ -24,6 +24,7 @@ real implementation looks up by id at run time.
 from __future__ import annotations
 
 import itertools
+import threading
 import weakref
 from dataclasses import dataclass
 from typing import Optional
@@ -69,7 +70,9 @@ class Site:
     model: ModelState
 
 
-class _Current:
+class _Current(threading.local):
+    """The switched module running in this thread: models in two threads do not mix."""
+
     site: Site | None = None
 
 
