@@ -16,6 +16,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("diffusers")
 tsd = pytest.importorskip("tilesplash.diffusers")
 
+# diffusers' Mochi asks for a float32 CPU autocast, which torch declines with a warning.
+pytestmark = pytest.mark.filterwarnings("ignore:In CPU autocast")
+
 from diffusers_models import CASES, relative_error, run  # noqa: E402
 
 DENSE_TOLERANCE = 1e-5

@@ -11,6 +11,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("diffusers")
 tsd = pytest.importorskip("tilesplash.diffusers")
 
+# diffusers' Mochi asks for a float32 CPU autocast, which torch declines with a warning.
+pytestmark = pytest.mark.filterwarnings("ignore:In CPU autocast")
+
 from diffusers_models import BY_NAME, hunyuan15_inputs, hunyuan_inputs, kandinsky_inputs, mochi_inputs  # noqa: E402
 from diffusers_models import relative_error, run  # noqa: E402
 
