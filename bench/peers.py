@@ -43,7 +43,8 @@ class Case:
 
     @property
     def half_width(self) -> int:
-        # W = N (1 - sqrt(1 - s)) keeps a share s of the map (DESIGN section 3).
+        # W = N (1 - sqrt(1 - s)) keeps a share s of the map (the band of half-width W over
+        # N tokens keeps N^2 - (N - W)^2 pairs).
         return round(self.n * (1.0 - math.sqrt(1.0 - self.band_density)))
 
     def kept_pairs(self) -> int:

@@ -276,7 +276,7 @@ def print_summary(report):
 
 # The scaling model of docs/scaling.md.
 
-MODEL_SHAPES = {  # Wan 2.1 14B (DESIGN section 7)
+MODEL_SHAPES = {  # Wan 2.1 14B: 21 latent frames, 40 heads x 128
     "720p": {"tokens": 75600, "heads": 40},
     "1440p": {"tokens": 302400, "heads": 40},
 }

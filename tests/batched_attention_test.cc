@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tilesplash/plan_cache.h"
+#include "tilesplash/routing_layout.h"
 
 namespace tilesplash {
 namespace {

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "support/layout_views.h"
 #include "support/shell.h"
 #include "tensor_io_files.h"
 #include "tilesplash/attention.h"
@@ -97,8 +98,8 @@ Tensor library_attend(const Tensor& q, const Tensor& k, const Tensor& v, Layout 
   lse->assign(static_cast<std::size_t>(qd.batch * qd.heads * qd.len), 0.0f);
   const TilePlan plan = TilePlan::build(parse_mask_spec(spec), qd.len, kd.len, blocks);
   for (std::int64_t b = 0; b < qd.batch; ++b) {
-    attention_forward(plan, {batch_view(q, layout, b, "q"), batch_view(k, layout, b, "k"),
-                             batch_view(v, layout, b, "v"), mutable_batch_view(out, layout, b, "o"),
+    attention_forward(plan, {test::entry_of(q, layout, b), test::entry_of(k, layout, b),
+                             test::entry_of(v, layout, b), test::mutable_entry_of(out, layout, b),
                              lse->data() + b * qd.heads * qd.len});
   }
   return out;
@@ -180,8 +181,8 @@ TEST_F(CliAttend, RouteMatchesFrontDoorAndReportsHeads) {
   VideoAttention attention(geometry, options);
   Tensor expected = Tensor::zeros(DType::kF32, shape);
   const LayerReport report = attention.forward(
-      {layout_view(q, Layout::kHND, "q"), layout_view(k, Layout::kHND, "k"),
-       layout_view(v, Layout::kHND, "v"), mutable_layout_view(expected, Layout::kHND, "o")});
+      {test::entry_of(q, Layout::kHND), test::entry_of(k, Layout::kHND),
+       test::entry_of(v, Layout::kHND), test::mutable_entry_of(expected, Layout::kHND)});
   EXPECT_TRUE(read_tensor(dir_.file("o.npy")).data == expected.data);
 
   std::ifstream file(dir_.file("report.json"));

@@ -14,13 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "methods/band/video_nodes.h"
 #include "tilesplash/clusters.h"
 #include "tilesplash/mask.h"
 #include "tilesplash/plan_window.h"
 #include "tilesplash/radial.h"
 #include "tilesplash/sta.h"
 #include "tilesplash/video.h"
-#include "methods/band/video_nodes.h"
 
 namespace tilesplash {
 namespace {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/strided_views.h"
 #include "tensor_io_files.h"
 #include "tilesplash/tensor_io.h"
 
@@ -349,11 +350,18 @@ TEST(MalformedFileTest, MismatchedQkvNameTheFile) {
 }
 
 TEST(MalformedFileTest, ViewsRejectWhatTheyCannotExpress) {
+  // The strided views name the file and the layout they were asked for.
   const Tensor bnhd = Tensor::zeros(DType::kF32, {2, 8, 4, 16});
-  EXPECT_THROW(layout_view(bnhd, Layout::kBNHD, "q.npy"), InputError);
-  EXPECT_THROW(batch_view(bnhd, Layout::kBNHD, 2, "q.npy"), InputError);
-  EXPECT_THROW(batch_view(bnhd, Layout::kBNHD, -1, "q.npy"), InputError);
-  EXPECT_THROW(layout_view(bnhd, Layout::kHND, "q.npy"), InputError);
+  const detail::LayoutAxes axes = detail::layout_axes(bnhd.shape, {}, Layout::kBNHD, "q.npy");
+  EXPECT_FALSE(detail::batch_folds(axes));
+  try {
+    detail::layout_axes(bnhd.shape, {}, Layout::kHND, "q.npy");
+    ADD_FAILURE() << "a 4-d tensor read as hnd";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("q.npy: layout hnd [heads, N, d] needs a 3-d tensor", 0),
+              0u)
+        << e.what();
+  }
 }
 
 }  // namespace

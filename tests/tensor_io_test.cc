@@ -11,6 +11,7 @@
 #include <string>
 #include <tuple>
 
+#include "support/layout_views.h"
 #include "tensor_io_files.h"
 
 namespace tilesplash {
@@ -101,8 +102,9 @@ TEST_P(RoundTripTest, WritesReadsAndViewsEveryElement) {
   EXPECT_EQ(got.heads, dims.heads);
   EXPECT_EQ(got.len, dims.len);
   EXPECT_EQ(got.dim, dims.dim);
+  // The library's strided views read every element where the layout puts it.
   for (std::int64_t b = 0; b < dims.batch; ++b) {
-    const TensorView view = batch_view(back, layout, b, spec);
+    const TensorView view = test::entry_of(back, layout, b);
     ASSERT_EQ(view.heads, dims.heads);
     ASSERT_EQ(view.len, dims.len);
     ASSERT_EQ(view.dim, dims.dim);
@@ -111,11 +113,11 @@ TEST_P(RoundTripTest, WritesReadsAndViewsEveryElement) {
         for (std::int64_t c = 0; c < dims.dim; ++c)
           ASSERT_EQ(view_bits(view, h, n, c), element_code(b, h, n, c)) << b << h << n << c;
   }
-  if (layout == Layout::kBNHD && dims.batch > 1) {
-    EXPECT_THROW(layout_view(back, layout, spec), InputError);
-    return;
-  }
-  const TensorView folded = layout_view(back, layout, spec);
+  const detail::LayoutAxes axes = detail::layout_axes(back.shape, {}, layout, spec);
+  // bnhd's heads of different batch entries are not one stride apart.
+  ASSERT_EQ(detail::batch_folds(axes), layout != Layout::kBNHD || dims.batch == 1);
+  if (!detail::batch_folds(axes)) return;
+  const TensorView folded = test::entry_of(back, layout, 0, dims.batch);
   ASSERT_EQ(folded.heads, dims.batch * dims.heads);
   for (std::int64_t b = 0; b < dims.batch; ++b)
     for (std::int64_t h = 0; h < dims.heads; ++h)
@@ -139,13 +141,32 @@ INSTANTIATE_TEST_SUITE_P(AllCombinations, RoundTripTest,
 
 TEST(TensorIoTest, BnhdBatchOneFoldsIntoOneView) {
   Tensor tensor = Tensor::zeros(DType::kF32, {1, 5, 3, 8});
-  MutableTensorView view = mutable_layout_view(tensor, Layout::kBNHD, "x");
+  MutableTensorView view = test::mutable_entry_of(tensor, Layout::kBNHD);
   EXPECT_EQ(view.heads, 3);
   EXPECT_EQ(view.head_stride, 8);
   EXPECT_EQ(view.row_stride, 24);
   EXPECT_EQ(view.data, tensor.data.data());
-  const MutableTensorView second = mutable_batch_view(tensor, Layout::kBNHD, 0, "x");
-  EXPECT_EQ(second.data, tensor.data.data());
+  const StridedTensor strided_view = strided(tensor);
+  EXPECT_EQ(strided_view.data, tensor.data.data());
+  EXPECT_EQ(strided_view.shape, tensor.shape);
+  EXPECT_TRUE(strided_view.strides.empty());  // C order
+}
+
+// The deprecated per-entry views still work, through the same strided views.
+TEST(TensorIoTest, DeprecatedViewsForwardToTheStridedViews) {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  Tensor tensor = Tensor::zeros(DType::kF32, {2, 5, 3, 8});
+  EXPECT_EQ(batch_view(tensor, Layout::kBNHD, 1, "x").data,
+            test::entry_of(tensor, Layout::kBNHD, 1).data);
+  EXPECT_EQ(mutable_batch_view(tensor, Layout::kBNHD, 1, "x").row_stride, 24);
+  EXPECT_THROW(layout_view(tensor, Layout::kBNHD, "x"), InputError);
+  EXPECT_THROW(batch_view(tensor, Layout::kBNHD, 2, "x"), InputError);
+  EXPECT_THROW(batch_view(tensor, Layout::kBNHD, -1, "x"), InputError);
+  EXPECT_THROW(layout_view(tensor, Layout::kHND, "x"), InputError);
+  Tensor bhnd = Tensor::zeros(DType::kF32, {2, 3, 5, 8});
+  EXPECT_EQ(mutable_layout_view(bhnd, Layout::kBHND, "x").heads, 6);
+#pragma GCC diagnostic pop
 }
 
 TEST(TensorIoTest, WriteNpyMatchesNumpyBytes) {

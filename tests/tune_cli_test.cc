@@ -18,6 +18,9 @@
 
 #include "support/scratch_dir.h"
 #include "support/shell.h"
+#include "tilesplash/routing.h"
+#include "tilesplash/routing_layout.h"
+#include "tilesplash/tuning.h"
 
 namespace {
 
@@ -52,6 +55,27 @@ class TuneCli : public tilesplash::test::ScratchDirTest {
 constexpr const char* kTuneArgs =
     "tune --mask 'local:left=100,right=100' --q-len 700 --head-dim 32 --dtype bf16 "
     "--threads 1 --heads 1 --budget-seconds 0.05 --repeats 1";
+
+// A video shape with --method times the mask that method's front door takes
+// its tiles for, and stores it where that front door looks.
+TEST_F(TuneCli, VideoShapeTimesTheMethodsTuningMask) {
+  const RunResult r =
+      run("tune --geometry frames=13,height=16,width=12 --method sta --density 0.2 --head-dim 32 "
+          "--dtype f32 --threads 1 --heads 1 --budget-seconds 0.05 --repeats 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto json = nlohmann::json::parse(r.out);
+  const tilesplash::VideoGeometry g =
+      tilesplash::parse_video_geometry("frames=13,height=16,width=12");
+  const tilesplash::VideoAttention attention(g,
+                                             tilesplash::method_attention_options("sta", g, {0.2}));
+  const tilesplash::Mask expected = tilesplash::tuning_mask(attention);
+  EXPECT_EQ(json.at("mask").get<std::string>(), expected.to_string());
+  EXPECT_EQ(json.at("method").get<std::string>(), "sta");
+  EXPECT_EQ(
+      json.at("cache_key").get<std::string>(),
+      tilesplash::make_tune_key(expected, g.tokens(), g.tokens(), 32, tilesplash::DType::kF32, 1)
+          .to_string());
+}
 
 TEST_F(TuneCli, JsonListsEveryCandidateAndStoresTheBest) {
   const RunResult r = run(std::string(kTuneArgs) + " --verify --json");

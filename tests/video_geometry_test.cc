@@ -1,5 +1,5 @@
 // Video geometry: token ranges, the token-major index map against its
-// definition, presets against DESIGN §7, the GEOM syntax and its errors.
+// definition, presets against the released models' shapes, the GEOM syntax and its errors.
 #include <gtest/gtest.h>
 
 #include <set>

@@ -1,9 +1,10 @@
-// Attention over whole tensors as callers hold them. Q, K, V and the output
-// come in one of the layouts of tensor_io.h (hnd [H, N, d], bhnd [B, H, N, d]
-// as PyTorch's SDPA, bnhd [B, N, H, d] as diffusers and FlashAttention), each
-// with its own element strides: a NumPy or PyTorch view, a transpose of
-// another layout, a slice of a packed QKV buffer. This is the batch x head
-// loop that the CLI's `attend` and the Python bindings share: every batch
+// Masked attention over whole tensors as callers hold them. Q, K, V and the
+// output come in one of the layouts of tensor_layout.h (hnd [H, N, d], bhnd
+// [B, H, N, d] as PyTorch's SDPA, bnhd [B, N, H, d] as diffusers and
+// FlashAttention), each with its own element strides: a NumPy or PyTorch
+// view, a transpose of another layout, a slice of a packed QKV buffer. This
+// is the batch x head loop that the CLI's `attend` and the Python bindings
+// share (routing_layout.h runs the video front door the same way): every batch
 // entry becomes one strided [heads, N, d] view per tensor and one kernel call
 // over all of its heads (all entries in one call when their heads are one
 // stride apart), reading the caller's memory in place wherever the kernel's
@@ -18,34 +19,16 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <span>
 #include <vector>
 
 #include "tilesplash/attention.h"
 #include "tilesplash/mask.h"
 #include "tilesplash/plan.h"
 #include "tilesplash/plan_cache.h"
-#include "tilesplash/routing.h"
 #include "tilesplash/tensor.h"
-#include "tilesplash/tensor_io.h"
-#include "tilesplash/tuning.h"
+#include "tilesplash/tensor_layout.h"
 
 namespace tilesplash {
-
-// A tensor in a layout: rank 3 for hnd, 4 for bhnd and bnhd.
-struct StridedTensor {
-  const void* data = nullptr;
-  DType dtype = DType::kF32;
-  std::vector<std::int64_t> shape;
-  std::vector<std::int64_t> strides;  // in elements, one per axis (may be negative); empty: C order
-};
-
-struct MutableStridedTensor {
-  void* data = nullptr;
-  DType dtype = DType::kF32;
-  std::vector<std::int64_t> shape;
-  std::vector<std::int64_t> strides;
-};
 
 // out has q's shape with v's head dim, dtype f32 or q's, and must meet the
 // kernel's stride rules itself (it is written in place, never packed); lse,
@@ -92,17 +75,12 @@ void layout_attention(AttentionBackend& backend, const TilePlan& plan, const Lay
 
 struct MaskedAttentionOptions {
   AttentionOptions attention;
-  // Tiles; unset sides come from cached_block_choice().
+  // Tiles; unset sides come from cached_block_choice() (tuning.h).
   std::optional<std::int64_t> block_q;
   std::optional<std::int64_t> block_kv;
   PlanCache* plans = nullptr;  // null: PlanCache::shared()
   BatchProgress progress;      // after each kernel call
 };
-
-// Tile sizes a caller asked for, against the kernel's limits (block_q 1 to
-// 4096, block_kv a multiple of 64 up to 1024); std::invalid_argument naming
-// block_q or block_kv otherwise. Unset sides pass.
-void check_block_sizes(std::optional<std::int64_t> block_q, std::optional<std::int64_t> block_kv);
 
 struct MaskedAttentionResult {
   BlockSizes blocks;
@@ -117,23 +95,5 @@ struct MaskedAttentionResult {
 MaskedAttentionResult masked_attention(AttentionBackend& backend, const Mask& mask,
                                        const LayoutArgs& args,
                                        const MaskedAttentionOptions& options = {});
-
-// choose_blocks(), remembered per (mask, lengths, head dim, dtype, threads)
-// for the life of the process: choose_blocks reads the tuning file, which a
-// call per layer and step should not. A `tilesplash tune` run during the
-// process is seen by the next process.
-BlockChoice cached_block_choice(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
-                                std::int64_t head_dim, DType dtype, int threads);
-
-// The video front door on whole tensors: one forward() per batch entry, all
-// heads of that entry routed together. q_len and kv_len must equal the
-// geometry's tokens. key_limits: empty (no padding) or one per batch entry,
-// that entry's VideoAttention::forward() key_limit (prompts of different
-// lengths padded to one text length). One report per batch entry; none
-// without batch entries or heads.
-std::vector<LayerReport> layout_video_attention(VideoAttention& attention, const LayoutArgs& args,
-                                                std::int64_t layer = 0, std::int64_t step = 0,
-                                                const BatchProgress& progress = {},
-                                                std::span<const std::int64_t> key_limits = {});
 
 }  // namespace tilesplash

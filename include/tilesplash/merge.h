@@ -14,9 +14,8 @@
 #include <cstdint>
 #include <span>
 
-#include "tilesplash/batched_attention.h"
 #include "tilesplash/tensor.h"
-#include "tilesplash/tensor_io.h"
+#include "tilesplash/tensor_layout.h"
 
 namespace tilesplash {
 
@@ -37,8 +36,8 @@ struct MergeOptions {
 void merge_attention(std::span<const TensorView> outputs, std::span<const float* const> lses,
                      const MutableTensorView& out, float* lse, const MergeOptions& options = {});
 
-// The same on whole tensors in a layout (batched_attention.h: hnd, bhnd,
-// bnhd, any element strides, the dimension axis included): outputs[i] and out
+// The same on whole tensors in a layout (tensor_layout.h: hnd, bhnd, bnhd,
+// any element strides, the dimension axis included): outputs[i] and out
 // in `layout`, lses[i] and lse [batch, heads, len] row-major ([heads, len]
 // for hnd), as masked_attention() writes them.
 void merge_attention(Layout layout, std::span<const StridedTensor> outputs,

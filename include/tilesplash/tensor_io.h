@@ -17,9 +17,9 @@
 // renamed over it only once complete, so a failed write leaves no file behind
 // and an existing file untouched.
 //
-// Layouts name how a 3-d or 4-d tensor maps onto the kernel's strided
-// [heads, len, dim] views (tensor.h): hnd [heads, N, d], bhnd [batch, heads,
-// N, d] (PyTorch SDPA) and bnhd [batch, N, heads, d] (FlashAttention).
+// Layouts (tensor_layout.h) name how a 3-d or 4-d tensor maps onto the
+// kernel's strided [heads, len, dim] views: hnd [heads, N, d], bhnd [batch,
+// heads, N, d] (PyTorch SDPA) and bnhd [batch, N, heads, d] (FlashAttention).
 #pragma once
 
 #include <array>
@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "tilesplash/tensor.h"
+#include "tilesplash/tensor_layout.h"
 
 namespace tilesplash {
 
@@ -62,9 +63,6 @@ std::string printable_text(std::string_view text);
 // A file or tensor name as messages show it: printable_text in single quotes.
 std::string quoted_name(std::string_view name);
 
-// "[2, 8, 1024, 64]", as used in error messages.
-std::string shape_to_string(const std::vector<std::int64_t>& shape);
-
 // spec is "path.npy", "path.safetensors:tensor_name" or "path.safetensors"
 // (allowed when the file holds exactly one tensor). Throws InputError.
 Tensor read_tensor(const std::string& spec);
@@ -82,16 +80,6 @@ void write_npy(const std::string& path, const Tensor& tensor);
 void write_safetensors(const std::string& path,
                        const std::vector<std::pair<std::string, Tensor>>& tensors);
 
-enum class Layout : std::uint8_t {
-  kHND,   // [heads, N, d]
-  kBHND,  // [batch, heads, N, d], PyTorch scaled_dot_product_attention
-  kBNHD,  // [batch, N, heads, d], FlashAttention
-};
-
-std::string_view to_string(Layout layout);                  // "hnd", "bhnd", "bnhd"
-std::optional<Layout> parse_layout(std::string_view text);  // case-sensitive, as above
-std::string_view layout_axes_text(Layout layout);           // "[heads, N, d]", ... for messages
-
 // Extents of a tensor read in a layout; batch is 1 for hnd.
 struct LayoutDims {
   std::int64_t batch = 1;
@@ -106,20 +94,25 @@ LayoutDims layout_dims(const Tensor& tensor, Layout layout, std::string_view nam
 // output that mirrors the input's layout).
 std::vector<std::int64_t> layout_shape(Layout layout, const LayoutDims& dims);
 
-// The whole tensor as one [batch * heads, len, dim] view, head index
-// b * heads + h. hnd and bhnd fold the batch into heads with a single head
-// stride (len * dim). bnhd can only do so for batch == 1: its heads are dim
-// apart inside a batch entry but len * heads * dim apart across entries, which
-// one stride cannot express, so bnhd with batch > 1 throws InputError and the
-// caller runs batch_view per batch entry instead.
-TensorView layout_view(const Tensor& tensor, Layout layout, std::string_view name);
-MutableTensorView mutable_layout_view(Tensor& tensor, Layout layout, std::string_view name);
+// The tensor as a StridedTensor (C order): what the whole-tensor entry
+// points (batched_attention.h, routing_layout.h, merge.h) take.
+StridedTensor strided(const Tensor& tensor);
+MutableStridedTensor mutable_strided(Tensor& tensor);
 
-// Batch entry `batch` as a [heads, len, dim] view; works for every layout.
-TensorView batch_view(const Tensor& tensor, Layout layout, std::int64_t batch,
-                      std::string_view name);
-MutableTensorView mutable_batch_view(Tensor& tensor, Layout layout, std::int64_t batch,
-                                     std::string_view name);
+// Deprecated: pass strided(tensor) to the whole-tensor entry points instead,
+// which read every layout and batch size. Batch entry `batch` (batch_view),
+// or all entries folded into one [batch * heads, len, dim] view (layout_view:
+// bnhd with batch > 1 cannot fold and throws InputError).
+[[deprecated("pass strided(tensor) to layout_attention / masked_attention")]] TensorView
+layout_view(const Tensor& tensor, Layout layout, std::string_view name);
+[[deprecated(
+    "pass mutable_strided(tensor) to layout_attention / masked_attention")]] MutableTensorView
+mutable_layout_view(Tensor& tensor, Layout layout, std::string_view name);
+[[deprecated("pass strided(tensor) to layout_attention / masked_attention")]] TensorView batch_view(
+    const Tensor& tensor, Layout layout, std::int64_t batch, std::string_view name);
+[[deprecated(
+    "pass mutable_strided(tensor) to layout_attention / masked_attention")]] MutableTensorView
+mutable_batch_view(Tensor& tensor, Layout layout, std::int64_t batch, std::string_view name);
 
 // Checks that Q, K and V agree in the layout before any work starts: same
 // dtype, batch and heads; K and V the same length; K's head dim equal to Q's

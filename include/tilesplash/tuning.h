@@ -1,8 +1,8 @@
 // Tile-size autotuning. The fastest (block_q, block_kv) is a property of the
 // machine, not of the mask: small tiles hug the mask boundary (fewer wasted
 // pairs in partial tiles) while large ones run long dense loops, and the
-// article found its TPU optimum at a query tile of 3,328, far from the tile
-// with the least boundary work (DESIGN §5). So the library keeps one list of
+// article found its TPU optimum at a query tile of 3,328 (26 x 128, on TPU
+// v6e), far from the tile with the least boundary work. So the library keeps one list of
 // candidate tile sizes, times each candidate on a stratified sample of its
 // plan's q-blocks (seconds for a 75k-token shape, where the full runs would
 // take minutes), extrapolates to the full run, and caches the winner on disk
@@ -163,5 +163,17 @@ struct BlockChoice {
 // Reads the cache file on every call: call it once per shape, not per forward.
 BlockChoice choose_blocks(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
                           std::int64_t head_dim, DType dtype, int threads);
+
+// choose_blocks(), remembered per (mask, lengths, head dim, dtype, threads)
+// for the life of the process: choose_blocks reads the tuning file, which a
+// call per layer and step should not. A `tilesplash tune` run during the
+// process is seen by the next process.
+BlockChoice cached_block_choice(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
+                                std::int64_t head_dim, DType dtype, int threads);
+
+// Tile sizes a caller asked for, against the kernel's limits (block_q 1 to
+// 4096, block_kv a multiple of 64 up to 1024); std::invalid_argument naming
+// block_q or block_kv otherwise. Unset sides pass.
+void check_block_sizes(std::optional<std::int64_t> block_q, std::optional<std::int64_t> block_kv);
 
 }  // namespace tilesplash

@@ -22,50 +22,25 @@
 namespace tilesplash::python {
 namespace {
 
-// A band in tokens, or the band that reaches a target density for this kind.
-std::int64_t resolve_band(VideoMaskKind kind, const VideoGeometry& geometry,
-                          std::optional<std::int64_t> band, std::optional<double> density,
-                          const VideoMaskOptions& options) {
-  if (band.has_value() == density.has_value()) {
-    throw std::invalid_argument("band: give exactly one of band (tokens) or density, got " +
-                                std::string(band ? "both" : "neither"));
-  }
-  if (band) {
-    if (*band < 0) throw std::invalid_argument("band: must be >= 0, got " + std::to_string(*band));
-    return *band;
-  }
-  if (!(*density > 0.0 && *density <= 1.0)) {
-    throw std::invalid_argument("density: must be in (0, 1], got " + std::to_string(*density));
-  }
-  return band_for_density(geometry, *density, options, kind);
-}
-
+// The library's rules: exactly one of band and density (resolve_band),
+// exactly one of decay and density (resolve_radial_decay).
 Mask video(VideoMaskKind kind, const VideoGeometry& geometry, std::optional<std::int64_t> band,
            bool sink, bool text_full, std::optional<double> density) {
   geometry.validate();
   const VideoMaskOptions options{sink, text_full};
-  return video_mask(kind, geometry, resolve_band(kind, geometry, band, density, options), options);
+  BandForm form;
+  form.band = band;
+  form.density = density;
+  return video_mask(kind, geometry, resolve_band(kind, geometry, form, options), options);
 }
 
-// Radial Attention with a decay, or the decay that reaches a target density.
 Mask radial(const VideoGeometry& geometry, std::optional<double> decay,
             std::optional<double> density, std::int64_t block, bool sink) {
-  if (decay.has_value() == density.has_value()) {
-    throw std::invalid_argument("decay: give exactly one of decay or density, got " +
-                                std::string(decay ? "both" : "neither"));
-  }
   geometry.validate();
   RadialOptions options;
   options.block = block;
   options.sink = sink;
-  if (decay) {
-    options.decay = *decay;
-  } else {
-    if (!(*density > 0.0 && *density <= 1.0)) {
-      throw std::invalid_argument("density: must be in (0, 1], got " + std::to_string(*density));
-    }
-    options.decay = radial_decay_for_density(geometry, *density, options);
-  }
+  options.decay = resolve_radial_decay(geometry, decay, density, options);
   return radial_mask(geometry, options);
 }
 

@@ -1,12 +1,10 @@
-// tilesplash._core.VideoAttention: the routing front door (routing.h) on the
-// caller's arrays, for any registered method (methods.h,
-// method_attention_options). Tile sizes depend on the
-// head dim and dtype, which only a call reveals, so one library VideoAttention
-// is kept per (head dim, dtype) with choose_video_blocks() tiles unless the
-// caller fixed them, all of them on one threading context (the caller's, or
-// the object's own). A mutex serialises calls (a front door serves one call at
-// a time); it is taken after the GIL is released, so a waiting thread never
-// blocks the interpreter.
+// tilesplash._core.VideoAttention: the library's LayoutVideoAttention
+// (routing_layout.h) on the caller's arrays, for any registered method
+// (methods.h, method_attention_options): the front doors per head dim and
+// dtype, their tiles and the report are the library's; this file turns
+// Python arguments into options and the report into a dict. A mutex
+// serialises calls (a front door serves one call at a time); it is taken
+// after the GIL is released, so a waiting thread never blocks the interpreter.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -29,9 +27,7 @@
 
 #include "bindings.h"
 #include "threading_context.h"
-#include "tilesplash/batched_attention.h"
-#include "tilesplash/routing.h"
-#include "tilesplash/video_plan.h"
+#include "tilesplash/routing_layout.h"
 
 namespace tilesplash::python {
 namespace {
@@ -48,6 +44,45 @@ std::optional<HeadMask> to_force(const std::optional<std::string>& text,
     expected += (i == 0 ? "'" : i + 1 == names.size() ? " or '" : ", '") + names[i] + "'";
   }
   throw std::invalid_argument("force: expected " + expected + ", got '" + *text + "'");
+}
+
+// The report dict of one call: the library's head_fields() per (batch
+// entry, head), and the layer's sums over the batch entries.
+nb::dict report(const LayoutVideoAttention::Result& result,
+                const std::vector<MaskCandidate>& candidates, double seconds) {
+  nb::list heads;
+  double routing = 0, plan = 0, cluster = 0, permute = 0, attention = 0, total = 0;
+  bool warmup = false;
+  for (std::size_t b = 0; b < result.reports.size(); ++b) {
+    const LayerReport& layer = result.reports[b];
+    for (const HeadReport& h : layer.heads) {
+      nb::dict head;
+      head["batch"] = static_cast<std::int64_t>(b);
+      head.update(to_dict(head_fields(h, candidates)));
+      heads.append(head);
+    }
+    warmup = warmup || layer.warmup;
+    routing += layer.routing_seconds;
+    plan += layer.plan_seconds;
+    cluster += layer.cluster_seconds;
+    permute += layer.permute_seconds;
+    attention += layer.attention_seconds;
+    total += layer.total_seconds;
+  }
+  nb::dict out;
+  out["heads"] = heads;
+  out["warmup"] = warmup;
+  out["block_q"] = result.blocks.block_q;
+  out["block_kv"] = result.blocks.block_kv;
+  out["blocks_tuned"] = result.blocks_tuned;
+  out["routing_seconds"] = routing;
+  out["plan_seconds"] = plan;
+  out["cluster_seconds"] = cluster;
+  out["permute_seconds"] = permute;
+  out["attention_seconds"] = attention;
+  out["total_seconds"] = total;
+  out["seconds"] = seconds;
+  return out;
 }
 
 // A row order's sources as a NumPy int64 copy; None for the identity.
@@ -86,37 +121,34 @@ nb::dict run_dict(const MaskCandidate& candidate) {
   return result;
 }
 
+// The library's LayoutVideoAttention, its calls serialised by a mutex taken
+// after the GIL is released (a waiting thread never blocks the interpreter).
 class PyVideoAttention {
  public:
   PyVideoAttention(const VideoGeometry& geometry, VideoAttentionOptions options, std::string method,
                    std::optional<std::int64_t> block_q, std::optional<std::int64_t> block_kv,
                    std::shared_ptr<ThreadingContext> context)
       : method_(std::move(method)),
-        block_q_(block_q),
-        block_kv_(block_kv),
-        context_(context ? std::move(context) : std::make_shared<ThreadingContext>()) {
-    // Validates the geometry and options now, and fixes the band.
-    probe_ = std::make_unique<VideoAttention>(geometry, std::move(options), context_);
-  }
+        attention_(geometry, std::move(options), block_q, block_kv, std::move(context)) {}
 
-  const VideoGeometry& geometry() const { return probe_->geometry(); }
+  const VideoGeometry& geometry() const { return attention_.geometry(); }
   const std::string& method() const { return method_; }
-  Mask mask(const std::string& choice) const { return probe_->mask(HeadMask(choice)); }
-  std::int64_t band() const { return probe_->band(); }
+  Mask mask(const std::string& choice) const { return attention_.mask(HeadMask(choice)); }
+  std::int64_t band() const { return attention_.band(); }
   // (name, density) of every candidate the router chooses from; empty for svg2.
   std::vector<std::pair<std::string, double>> candidates() const {
     std::vector<std::pair<std::string, double>> result;
-    for (const MaskCandidate& c : probe_->candidates()) result.emplace_back(c.name, c.density);
+    for (const MaskCandidate& c : attention_.candidates()) result.emplace_back(c.name, c.density);
     return result;
   }
 
   // How a candidate executes; throws naming the candidates for another name.
   nb::dict candidate_run(const std::string& name) const {
-    for (const MaskCandidate& c : probe_->candidates()) {
+    for (const MaskCandidate& c : attention_.candidates()) {
       if (c.name == name) return run_dict(c);
     }
     std::string names;
-    for (const MaskCandidate& c : probe_->candidates()) {
+    for (const MaskCandidate& c : attention_.candidates()) {
       names += (names.empty() ? "'" : ", '") + c.name + "'";
     }
     throw std::invalid_argument(
@@ -126,130 +158,49 @@ class PyVideoAttention {
 
   nb::ndarray<nb::numpy, std::int64_t, nb::ndim<1>> sampled_rows(std::int64_t layer,
                                                                  std::int64_t step) const {
-    auto* rows = new std::vector<std::int64_t>(probe_->sampled_rows(layer, step));
+    auto* rows = new std::vector<std::int64_t>(attention_.sampled_rows(layer, step));
     nb::capsule owner(rows,
                       [](void* p) noexcept { delete static_cast<std::vector<std::int64_t>*>(p); });
     return {rows->data(), {rows->size()}, owner};
   }
 
-  // svg2: the cluster mask head `head` ran in the last call (of its last batch entry).
   Mask head_mask(std::int64_t head) {
     nb::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(mutex_);
-    if (last_ == nullptr) {
-      throw std::invalid_argument("head_mask: no call has run yet");
-    }
-    return last_->head_mask(head);
+    return attention_.head_mask(head);
   }
 
   void reset_clusters() {
     nb::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& [key, entry] : entries_) entry.attention->reset_clusters();
+    attention_.reset_clusters();
   }
 
   nb::dict forward(const TensorDesc& q, const TensorDesc& k, const TensorDesc& v,
                    const TensorDesc& out, std::uintptr_t lse, const std::string& layout,
                    std::int64_t layer, std::int64_t step,
                    const std::optional<std::vector<std::int64_t>>& key_lengths) {
-    if (layer < 0) throw std::invalid_argument("layer: must be >= 0, got " + std::to_string(layer));
-    if (step < 0) throw std::invalid_argument("step: must be >= 0, got " + std::to_string(step));
     const LayoutArgs args = layout_args(q, k, v, out, lse, layout);
-    std::vector<LayerReport> reports;
-    BlockSizes blocks;
-    bool tuned = false;
+    LayoutVideoAttention::Result result;
     const auto start = std::chrono::steady_clock::now();
     {
       nb::gil_scoped_release release;
       std::lock_guard<std::mutex> lock(mutex_);
-      const LayoutShape shape = check_layout_args(args);
-      Entry& entry = entry_for(shape.head_dim, args.q.dtype);
-      blocks = entry.attention->options().blocks;
-      tuned = entry.tuned;
-      reports = layout_video_attention(*entry.attention, args, layer, step, {},
-                                       key_lengths ? std::span<const std::int64_t>(*key_lengths)
-                                                   : std::span<const std::int64_t>());
-      last_ = entry.attention.get();
+      result = attention_.forward(args, layer, step, {},
+                                  key_lengths ? std::span<const std::int64_t>(*key_lengths)
+                                              : std::span<const std::int64_t>());
     }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    nb::dict result = report(reports, probe_->candidates(), blocks, tuned, seconds);
-    result["band"] = band();
-    result["method"] = method_;
-    return result;
+    nb::dict dict = report(result, attention_.candidates(), seconds);
+    dict["band"] = band();
+    dict["method"] = method_;
+    return dict;
   }
 
  private:
-  struct Entry {
-    std::unique_ptr<VideoAttention> attention;
-    bool tuned = false;
-  };
-
-  Entry& entry_for(std::int64_t head_dim, DType dtype) {
-    const auto key = std::make_pair(head_dim, dtype);
-    auto found = entries_.find(key);
-    if (found != entries_.end()) return found->second;
-    VideoAttentionOptions options = probe_->options();
-    options.band = probe_->band();
-    Entry entry;
-    if (!block_q_ || !block_kv_) {
-      const BlockChoice choice =
-          choose_video_blocks(probe_->geometry(), probe_->band(), {options.sink, options.text_full},
-                              head_dim, dtype, context_->resolve(options.threads));
-      options.blocks = choice.blocks;
-      entry.tuned = choice.from_cache;
-    }
-    if (block_q_) options.blocks.block_q = *block_q_;
-    if (block_kv_) options.blocks.block_kv = *block_kv_;
-    entry.attention = std::make_unique<VideoAttention>(probe_->geometry(), options, context_);
-    return entries_.emplace(key, std::move(entry)).first->second;
-  }
-
-  static nb::dict report(const std::vector<LayerReport>& reports,
-                         const std::vector<MaskCandidate>& candidates, BlockSizes blocks,
-                         bool tuned, double seconds) {
-    nb::list heads;
-    double routing = 0, plan = 0, cluster = 0, permute = 0, attention = 0, total = 0;
-    bool warmup = false;
-    for (std::size_t b = 0; b < reports.size(); ++b) {
-      const LayerReport& layer = reports[b];
-      for (const HeadReport& h : layer.heads) {
-        nb::dict head;
-        head["batch"] = static_cast<std::int64_t>(b);
-        head.update(to_dict(head_fields(h, candidates)));
-        heads.append(head);
-      }
-      warmup = warmup || layer.warmup;
-      routing += layer.routing_seconds;
-      plan += layer.plan_seconds;
-      cluster += layer.cluster_seconds;
-      permute += layer.permute_seconds;
-      attention += layer.attention_seconds;
-      total += layer.total_seconds;
-    }
-    nb::dict result;
-    result["heads"] = heads;
-    result["warmup"] = warmup;
-    result["block_q"] = blocks.block_q;
-    result["block_kv"] = blocks.block_kv;
-    result["blocks_tuned"] = tuned;
-    result["routing_seconds"] = routing;
-    result["plan_seconds"] = plan;
-    result["cluster_seconds"] = cluster;
-    result["permute_seconds"] = permute;
-    result["attention_seconds"] = attention;
-    result["total_seconds"] = total;
-    result["seconds"] = seconds;
-    return result;
-  }
-
   std::string method_;
-  std::optional<std::int64_t> block_q_;
-  std::optional<std::int64_t> block_kv_;
-  std::shared_ptr<ThreadingContext> context_;
-  std::unique_ptr<VideoAttention> probe_;
-  const VideoAttention* last_ = nullptr;  // the entry of the last call
-  std::map<std::pair<std::int64_t, DType>, Entry> entries_;
+  LayoutVideoAttention attention_;
   std::mutex mutex_;
 };
 
@@ -276,7 +227,6 @@ void bind_video_attention(nb::module_& m) {
             options.force = to_force(force, options);
             options.threads = threads;
             options.scale = scale;
-            check_block_sizes(block_q, block_kv);
             new (self) PyVideoAttention(geometry, std::move(options), method, block_q, block_kv,
                                         context != nullptr ? context->context() : nullptr);
           },

@@ -1,4 +1,5 @@
-"""tilesplash: block-sparse attention for video diffusion transformers, on the CPU.
+"""tilesplash: block-sparse attention for video diffusion transformers, on the CPU
+(and on GPUs through PyTorch FlexAttention: tilesplash.flex, docs/gpu.md).
 
     import numpy as np, tilesplash
     out = tilesplash.attention(q, k, v, mask="causal", layout="bhnd")
@@ -6,7 +7,8 @@
     out, report = layer(q, k, v, layer=3, step=12)   # bnhd by default
 
 NumPy is the only requirement; PyTorch tensors work when torch is installed
-(through the op torch.ops.tilesplash.attention), and tilesplash.diffusers
+(CPU tensors through the op torch.ops.tilesplash.attention, tensors on other
+devices through FlexAttention with backend="auto"), and tilesplash.diffusers
 switches a diffusers video transformer to tilesplash. See docs/python.md.
 """
 

@@ -5,19 +5,28 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
+from ._backend import check_backend, resolve
 from ._kernel_call import run_attention
 from ._mask import Mask, as_mask, spec_of
 from ._threading import check_context, handle_of
 from ._window import seq_len, window_args, window_core
-from ._tensors import MAX_THREADS, check_blocks, check_bool, check_int, check_layout, check_qkv, check_scale
+from ._tensors import (
+    MAX_THREADS,
+    check_blocks,
+    check_bool,
+    check_int,
+    check_layout,
+    check_qkv,
+    check_scale,
+)
 
 
 def attention(q, k, v, *, mask="dense", layout="bhnd", scale=None, return_lse=False,
               block_q=None, block_kv=None, threads=0, q_offset=0, kv_offset=0, q_total=None,
-              kv_total=None, context=None):
+              kv_total=None, context=None, backend="auto"):
     """Block-sparse attention softmax(scale * q k^T, masked) v.
 
-    q, k, v: NumPy arrays or PyTorch CPU tensors, all of one kind and one dtype
+    q, k, v: NumPy arrays or PyTorch tensors, all of one kind and one dtype
     (float32, float16, or bfloat16: ml_dtypes.bfloat16 for NumPy), in `layout`:
     "bhnd" [batch, heads, N, d] (PyTorch SDPA), "bnhd" [batch, N, heads, d]
     (diffusers, FlashAttention) or "hnd" [heads, N, d]. Views with other
@@ -50,24 +59,37 @@ def attention(q, k, v, *, mask="dense", layout="bhnd", scale=None, return_lse=Fa
     sequence-parallel rank runs (tilesplash.distributed); a video mask needs
     the totals to equal its token count.
 
-    torch tensors go through the registered op torch.ops.tilesplash.attention,
+    backend: "auto" runs the native CPU kernel for NumPy arrays and CPU
+    tensors and FlexAttention (tilesplash.flex, docs/gpu.md) for tensors on
+    any other device (all three on q's device); "cpu" the native kernel only;
+    "flex" FlexAttention on any device, the CPU included. FlexAttention runs
+    the same plan (block_q x block_kv tiles, 128 x 128 by default; threads and
+    context do not apply), compiled on GPUs and eager on the CPU.
+
+    CPU torch tensors go through the registered op torch.ops.tilesplash.attention,
     so torch.compile compiles around it. The GIL is released while it runs.
     Raises TypeError / ValueError naming the argument on bad input, including
-    NaN or Inf in q, k or v.
+    NaN or Inf in q, k or v and tensors on different devices.
     """
     layout = check_layout(layout)
-    kind = check_qkv(q, k, v, layout)
-    # torch: the op takes the SPEC and parses it when it runs, so that code
-    # torch.compile traces (fullgraph=True) never calls into the extension.
-    mask = spec_of(mask) if kind == "torch" else as_mask(mask)
+    backend = resolve(check_backend(backend), q)
+    kind = check_qkv(q, k, v, layout, any_device=backend == "flex")
+    # torch on the native kernel: the op takes the SPEC and parses it when it
+    # runs, so that code torch.compile traces (fullgraph=True) never calls
+    # into the extension.
+    mask = spec_of(mask) if kind == "torch" and backend != "flex" else as_mask(mask)
     scale = check_scale(scale)
     return_lse = check_bool(return_lse, "return_lse")
-    block_q, block_kv = check_blocks(block_q, block_kv)
+    block_q, block_kv = check_blocks(block_q, block_kv, flex=backend == "flex")
     threads = check_int(threads, "threads", 0, maximum=MAX_THREADS)
     context = check_context(context)
     window = window_args(seq_len(q, layout), seq_len(k, layout), q_offset, kv_offset, q_total,
                          kv_total)
-    if kind == "torch":
+    if backend == "flex":
+        from ._flex.attention import flex_masked_attention
+
+        out, lse = flex_masked_attention(q, k, v, mask, layout, scale, block_q, block_kv, window)
+    elif kind == "torch":
         from ._torch_ops import attention_op
 
         out, lse = attention_op(q, k, v, mask, layout, scale, block_q, block_kv, threads,

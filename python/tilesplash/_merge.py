@@ -24,7 +24,7 @@ def merge_attention(outputs, lses, *, layout="bhnd", dtype=None, check_finite=Tr
     """Exact merge of attention results of the same queries over disjoint key sets.
 
     outputs: a list of outputs of attention(..., return_lse=True) (NumPy arrays
-    or PyTorch CPU tensors, all of one kind and shape, in `layout`; dtypes
+    or PyTorch tensors, all of one kind, shape and device, in `layout`; dtypes
     float32 / float16 / bfloat16, which may differ); lses: their float32 LSEs,
     [batch, heads, N] ([heads, N] for hnd). Returns (out, lse) with
     LSE = log(sum_i exp(LSE_i)) and out = sum_i exp(LSE_i - LSE) * outputs[i],
@@ -32,7 +32,8 @@ def merge_attention(outputs, lses, *, layout="bhnd", dtype=None, check_finite=Tr
     0 and -inf, never NaN; a part with LSE -inf adds nothing to its row.
 
     Each row is merged in float64, parts in the order given: the same inputs
-    give the same bits. Raises ValueError / TypeError naming the argument on
+    give the same bits. Tensors off the CPU (CUDA, ...) are merged with torch
+    ops on their device, in float64 too, by the same rules. Raises ValueError / TypeError naming the argument on
     mismatched shapes, kinds or dtypes, a NaN or +inf LSE, and (check_finite)
     a NaN / Inf output value in a row whose LSE is finite.
     """
@@ -45,16 +46,22 @@ def merge_attention(outputs, lses, *, layout="bhnd", dtype=None, check_finite=Tr
         raise TypeError("lses: expected a list of float32 arrays, one per output")
     if len(lses) != len(outputs):
         raise ValueError(f"lses: expected one LSE per output ({len(outputs)}), got {len(lses)}")
-    kind = check_array(outputs[0], "outputs[0]", layout)
+    device = None
+    if is_torch(outputs[0]) and outputs[0].device.type != "cpu":
+        device = outputs[0].device
+    kind = check_array(outputs[0], "outputs[0]", layout, device=device)
     shape = tuple(outputs[0].shape)
     for i, x in enumerate(outputs[1:], start=1):
-        check_array(x, f"outputs[{i}]", layout, kind)
+        check_array(x, f"outputs[{i}]", layout, kind, device)
         if tuple(x.shape) != shape:
             raise ValueError(f"outputs[{i}]: expected the shape of outputs[0] {shape}, got "
                              f"{tuple(x.shape)}")
     lse_shape = batch_heads_len(outputs[0], layout)
-    lse_arrays = [_lse_array(kind, lse, f"lses[{i}]", lse_shape) for i, lse in enumerate(lses)]
+    lse_arrays = [_lse_array(kind, lse, f"lses[{i}]", lse_shape, device)
+                  for i, lse in enumerate(lses)]
     out_dtype = _result_dtype(kind, outputs[0], dtype)
+    if device is not None:
+        return _merge_on_device(outputs, lse_arrays, layout, out_dtype, check_finite)
     if kind == "torch":
         torch = torch_module()
         out = torch.empty(shape, dtype=out_dtype)
@@ -76,16 +83,51 @@ def merge_attention(outputs, lses, *, layout="bhnd", dtype=None, check_finite=Tr
     return out, lse
 
 
-def _lse_array(kind, lse, name, shape):
-    """A C-contiguous float32 array or tensor of `shape` holding lse."""
+def _merge_on_device(outputs, lses, layout, out_dtype, check_finite):
+    """merge_attention's rules in float64 torch ops on the tensors' device."""
+    torch = torch_module()
+    for i, lse in enumerate(lses):
+        if bool((torch.isnan(lse) | (lse == float("inf"))).any()):
+            raise ValueError(f"lses[{i}]: NaN or +inf; expected finite values or -inf")
+    stacked = torch.stack([lse.double() for lse in lses])
+    total = torch.logsumexp(stacked, dim=0)
+    finite = torch.isfinite(total)
+    safe = torch.where(finite, total, torch.zeros_like(total))
+    # an LSE's [B, H, N] axes against the output's layout
+    def spread(x):
+        if layout == "bnhd":
+            return x.transpose(1, 2)[..., None]
+        return x[..., None]
+
+    out = None
+    for i, (x, lse) in enumerate(zip(outputs, lses)):
+        weight = torch.where(torch.isfinite(lse), torch.exp(lse.double() - safe),
+                             torch.zeros_like(safe))
+        part = x.double()
+        if check_finite:
+            live = spread(torch.isfinite(lse) & finite).expand_as(part)
+            if bool((~torch.isfinite(part) & live).any()):
+                raise ValueError(f"outputs[{i}]: NaN or Inf in a row whose LSE is finite")
+        part = torch.where(spread(weight) > 0, part * spread(weight), torch.zeros_like(part))
+        out = part if out is None else out + part
+    return out.to(out_dtype), torch.where(finite, total, torch.full_like(total, float("-inf"))
+                                          ).float()
+
+
+def _lse_array(kind, lse, name, shape, device=None):
+    """A C-contiguous float32 array or tensor of `shape` holding lse (on `device`
+    for a merge off the CPU)."""
     if kind == "torch":
         torch = torch_module()
         if not is_torch(lse):
             raise TypeError(f"{name}: expected a torch.Tensor like outputs, got "
                             f"{type(lse).__name__}")
-        if lse.device.type != "cpu":
+        if device is None and lse.device.type != "cpu":
             raise ValueError(f"{name}: expected a CPU tensor, got a tensor on device "
                              f"'{lse.device}'")
+        if device is not None and lse.device != device:
+            raise ValueError(f"{name}: expected a tensor on the outputs' device '{device}', got "
+                             f"a tensor on device '{lse.device}'")
         if lse.dtype != torch.float32:
             raise TypeError(f"{name}: expected float32 (as attention(..., return_lse=True) "
                             f"returns), got {lse.dtype}")

@@ -56,12 +56,19 @@ def dtype_name(x, name: str) -> str:
     return found
 
 
-def check_array(x, name: str, layout: str, kind: str | None = None) -> str:
-    """Checks one argument; returns its kind, "numpy" or "torch"."""
+def check_array(x, name: str, layout: str, kind: str | None = None, device=None) -> str:
+    """Checks one argument; returns its kind, "numpy" or "torch".
+
+    device: None for the native kernel (CPU tensors only); else the device a
+    torch tensor must be on (q's, for a backend that runs on any device)."""
     if is_torch(x):
         found = "torch"
-        if x.device.type != "cpu":
-            raise ValueError(f"{name}: expected a CPU tensor, got a tensor on device '{x.device}'")
+        if device is None and x.device.type != "cpu":
+            raise ValueError(f"{name}: expected a CPU tensor, got a tensor on device '{x.device}' "
+                             "(backend='auto' or 'flex' runs other devices through FlexAttention)")
+        if device is not None and x.device != device:
+            raise ValueError(f"{name}: expected a tensor on q's device '{device}', got a tensor on "
+                             f"device '{x.device}'")
         if x.layout != torch_module().strided:
             raise TypeError(f"{name}: expected a dense (strided) tensor, got layout {x.layout}")
     elif isinstance(x, np.ndarray):
@@ -84,11 +91,15 @@ def check_array(x, name: str, layout: str, kind: str | None = None) -> str:
     return found
 
 
-def check_qkv(q, k, v, layout: str) -> str:
-    """Kinds, dtypes and ranks of q, k, v; returns "numpy" or "torch"."""
-    kind = check_array(q, "q", layout)
-    check_array(k, "k", layout, kind)
-    check_array(v, "v", layout, kind)
+def check_qkv(q, k, v, layout: str, any_device: bool = False) -> str:
+    """Kinds, dtypes and ranks of q, k, v; returns "numpy" or "torch".
+
+    any_device: torch tensors may be on any device, all three on q's (a
+    FlexAttention call); else they must be CPU tensors (the native kernel)."""
+    device = q.device if any_device and is_torch(q) else None
+    kind = check_array(q, "q", layout, device=device)
+    check_array(k, "k", layout, kind, device)
+    check_array(v, "v", layout, kind, device)
     q_dtype = dtype_name(q, "q")
     for name, x in (("k", k), ("v", v)):
         if dtype_name(x, name) != q_dtype:
@@ -192,9 +203,23 @@ def _shown(bound: int) -> str:
                                                                                    str(bound))
 
 
-def check_blocks(block_q, block_kv):
+FLEX_BLOCK_MULTIPLE = 16
+
+
+def check_blocks(block_q, block_kv, flex: bool = False):
     """None (the tuned choice) or the kernel's tile sizes: block_q in [1, 4096], block_kv a
-    multiple of 64 in [64, 1024] (kernel_limits.h)."""
+    multiple of 64 in [64, 1024] (kernel_limits.h). flex: FlexAttention's, both multiples
+    of 16 in [16, 4096] (its GPU kernels tile a block by 16 to 128 rows and keys)."""
+    if flex:
+        top, step = _core.MAX_BLOCK_Q, FLEX_BLOCK_MULTIPLE
+        checked = []
+        for value, name in ((block_q, "block_q"), (block_kv, "block_kv")):
+            value = check_int(value, name, step, allow_none=True, maximum=top)
+            if value is not None and value % step:
+                raise ValueError(f"{name}: the flex backend needs a multiple of {step} in "
+                                 f"[{step}, {top}], got {value}")
+            checked.append(value)
+        return tuple(checked)
     block_q = check_int(block_q, "block_q", 1, allow_none=True, maximum=_core.MAX_BLOCK_Q)
     step, top = _core.BLOCK_KV_MULTIPLE, _core.MAX_BLOCK_KV
     if block_kv is not None:

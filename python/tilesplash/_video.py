@@ -4,6 +4,7 @@ video geometry."""
 from __future__ import annotations
 
 from . import _core
+from ._backend import check_backend, resolve
 from ._mask import Mask
 from ._methods import check_method, method_names
 from ._threading import check_context, core_of
@@ -85,12 +86,26 @@ class VideoAttention:
     timings are this rank's. timeout: seconds any collective waits (default
     tilesplash.distributed.DEFAULT_TIMEOUT); a rank that fails makes every
     rank raise. With no group, timeout is unused.
+
+    backend: "auto" (the native kernel for NumPy arrays and CPU tensors,
+    FlexAttention for tensors on other devices), "cpu" or "flex" (FlexAttention
+    on any device, the CPU included). The flex backend makes the native
+    router's decisions with torch ops on the tensors' device (only the table
+    of sampled MSEs goes to the host), runs temporal and sta heads with their
+    rows gathered into their order on the device and the sink merged through
+    the LSEs, and svg2 heads with clusters computed on the device
+    (docs/gpu.md). Its tiles are block_q x block_kv, 128 x 128 by default;
+    threads and context do not apply to it. flex_strategy: "permute" (the
+    default) or "per_head" (every head in the original order; for
+    measurements). flex_compile: None compiles FlexAttention on every device
+    but the CPU; True / False force it.
     """
 
     def __init__(self, geometry, *, method="svg", density=0.25, band=None, sink=False,
                  text_full=True, density_budget=None, dense_layers=0, dense_steps=0, samples=64,
                  seed=0, force=None, threads=0, block_q=None, block_kv=None, scale=None,
-                 context=None, group=None, timeout=None):
+                 context=None, group=None, timeout=None, backend="auto", flex_strategy="permute",
+                 flex_compile=None):
         if not isinstance(geometry, _core.VideoGeometry):
             raise TypeError(f"geometry: expected a tilesplash.VideoGeometry, got "
                             f"{type(geometry).__name__}")
@@ -113,7 +128,22 @@ class VideoAttention:
             core_of(check_context(context)))
         self._group = group
         self._timeout = timeout
+        self._backend = check_backend(backend)
+        self._flex = None
+        self._flex_settings = dict(
+            dense_layers=dense_layers, dense_steps=dense_steps, force=force,
+            density_budget=density_budget, scale=scale, block_q=block_q, block_kv=block_kv,
+            strategy=flex_strategy, compile=flex_compile)
+        if flex_strategy not in ("permute", "per_head"):
+            raise ValueError(f"flex_strategy: expected 'permute' or 'per_head', got "
+                             f"{flex_strategy!r}")
+        self._svg2 = dict(density=float(density), seed=0) if method == "svg2" else None
         self._last_heads = None  # with a group: the global heads [begin, end) of the last call
+
+    @property
+    def backend(self) -> str:
+        """The backend asked for: "auto", "cpu" or "flex"."""
+        return self._backend
 
     @property
     def group(self):
@@ -187,6 +217,8 @@ class VideoAttention:
         """svg2: forget the clusters of earlier calls (a new video); the next call clusters
         every head from scratch."""
         self._core.reset_clusters()
+        if self._flex is not None and self._flex.clusters is not None:
+            self._flex.clusters.reset()
 
     def __call__(self, q, k, v, layer=0, step=0, layout="bnhd", return_lse=False, key_lengths=None):
         """Attention of every head of q, k, v ([.., tokens, ..] in `layout`, tokens =
@@ -250,6 +282,13 @@ class VideoAttention:
         return None if all(n == geometry.tokens for n in lengths) and lengths else lengths
 
     def _forward_local(self, q, k, v, layer, step, layout, return_lse, key_lengths=None):
+        if resolve(self._backend, q) == "flex":
+            if key_lengths is not None:
+                raise NotImplementedError(
+                    "key_lengths: the flex backend takes no key padding yet; pass backend='cpu' "
+                    "(CPU tensors) for padded batches")
+            check_qkv(q, k, v, layout, any_device=True)
+            return self._flex_runner().forward(q, k, v, layer, step, layout, return_lse)
         kind = check_qkv(q, k, v, layout)
         if key_lengths is not None:
             batch = 1 if layout == "hnd" else q.shape[0]
@@ -260,6 +299,13 @@ class VideoAttention:
         report = self._core.forward(*descs, lse_address, layout, layer, step, key_lengths)
         del held  # copies of odd views stay alive until the core has returned
         return (out, lse, report) if return_lse else (out, report)
+
+    def _flex_runner(self):
+        if self._flex is None:
+            from ._flex.video import FlexVideo
+
+            self._flex = FlexVideo(self, **self._flex_settings)
+        return self._flex
 
     def __repr__(self) -> str:
         if self.method == "svg":

@@ -29,25 +29,25 @@ _WHO = "tilesplash.VideoAttention"
 def _gather_objects(ctx, obj) -> list:
     """Every rank's picklable `obj`, in rank order, under the group's timeout."""
     torch, dist = _dist.torch_modules()
-    data = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
-    size = torch.tensor([data.numel()], dtype=torch.int64)
+    data = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8).to(ctx.device)
+    size = torch.tensor([data.numel()], dtype=torch.int64, device=ctx.device)
     sizes = [torch.empty_like(size) for _ in range(ctx.size)]
     ctx.run("all_gather of the report sizes",
             lambda: dist.all_gather(sizes, size, group=ctx.group, async_op=True))
     longest = max(int(s) for s in sizes)
-    padded = torch.zeros(longest, dtype=torch.uint8)
+    padded = torch.zeros(longest, dtype=torch.uint8, device=ctx.device)
     padded[:data.numel()] = data
     rows = [torch.empty_like(padded) for _ in range(ctx.size)]
     ctx.run("all_gather of the reports",
             lambda: dist.all_gather(rows, padded, group=ctx.group, async_op=True))
-    return [pickle.loads(row[:int(s)].numpy().tobytes()) for row, s in zip(rows, sizes)]
+    return [pickle.loads(row[:int(s)].cpu().numpy().tobytes()) for row, s in zip(rows, sizes)]
 
 
 def _agree_call(ctx, layer: int, step: int, tokens: int, heads: int, shards):
     """Every rank must call at the same layer and step, with shards that add up
     to the geometry; raises on every rank otherwise (they all see the same rows)."""
     torch, dist = _dist.torch_modules()
-    mine = torch.tensor([layer, step, tokens], dtype=torch.int64)
+    mine = torch.tensor([layer, step, tokens], dtype=torch.int64, device=ctx.device)
     rows = [torch.empty_like(mine) for _ in range(ctx.size)]
     ctx.run("all_gather of layer and step",
             lambda: dist.all_gather(rows, mine, group=ctx.group, async_op=True))
@@ -64,7 +64,8 @@ def _agree_call(ctx, layer: int, step: int, tokens: int, heads: int, shards):
 def group_forward(attention, group, timeout, q, k, v, layer, step, layout, return_lse,
                   key_lengths=None):
     """VideoAttention.__call__ with a group: this rank's shard in, its shard out."""
-    ctx, call, shards = _dist.start(q, k, v, "dense", layout, None, 0, group, timeout, _WHO)
+    ctx, call, shards = _dist.start(q, k, v, "dense", layout, None, 0, group, timeout, _WHO,
+                                    backend=attention.backend)
     _agree_call(ctx, layer, step, attention.geometry.tokens, call.heads, shards)
     torch, _ = _dist.torch_modules()
     exchange = _dist.UlyssesExchange(ctx, shards, call.heads)
@@ -76,8 +77,10 @@ def group_forward(attention, group, timeout, q, k, v, layer, step, layout, retur
             out, lse, report = attention._forward_local(qh, kh, vh, layer, step, "bnhd", True,
                                                         key_lengths)
         else:  # more ranks than heads: this rank runs none, but still exchanges
-            out = torch.empty(call.batch, shards.total, 0, call.v_dim, dtype=call.dtype)
-            lse = torch.empty(call.batch, 0, shards.total, dtype=torch.float32)
+            out = torch.empty(call.batch, shards.total, 0, call.v_dim, dtype=call.dtype,
+                              device=call.q.device)
+            lse = torch.empty(call.batch, 0, shards.total, dtype=torch.float32,
+                              device=call.q.device)
     except Exception as caught:  # the others must hear of it, not wait for the timeout
         error = caught
     attention._last_heads = (h0, h1)

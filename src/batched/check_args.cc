@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "batched/strided_views.h"
+#include "core/strided_views.h"
 #include "tilesplash/batched_attention.h"
 #include "tilesplash/kernel_limits.h"
 

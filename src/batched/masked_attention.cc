@@ -1,17 +1,15 @@
 // Whole tensors under a mask: the zero-size rule, the tiles (given, or the
-// tuned choice remembered per shape), the plan from the cache, then the
-// batch x head loop of layout_attention.cc.
+// tuned choice remembered per shape, tuning.h), the plan from the cache, then
+// the batch x head loop of layout_attention.cc.
 #include <algorithm>
 #include <cstring>
 #include <limits>
-#include <mutex>
 #include <stdexcept>
 #include <string>
-#include <unordered_map>
 
-#include "batched/strided_views.h"
+#include "core/strided_views.h"
 #include "tilesplash/batched_attention.h"
-#include "tilesplash/kernel_limits.h"
+#include "tilesplash/tuning.h"
 
 namespace tilesplash {
 namespace {
@@ -37,56 +35,7 @@ void fill_no_keys(const LayoutArgs& args, const LayoutShape& shape) {
   }
 }
 
-struct ChoiceKey {
-  Mask mask;
-  std::int64_t q_len, kv_len, head_dim;
-  DType dtype;
-  int threads;
-  friend bool operator==(const ChoiceKey&, const ChoiceKey&) = default;
-};
-
-struct ChoiceKeyHash {
-  std::size_t operator()(const ChoiceKey& key) const noexcept {
-    std::size_t h = key.mask.hash();
-    for (const std::int64_t value :
-         {key.q_len, key.kv_len, key.head_dim, static_cast<std::int64_t>(key.dtype),
-          static_cast<std::int64_t>(key.threads)}) {
-      h ^= std::hash<std::int64_t>{}(value) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-    }
-    return h;
-  }
-};
-
 }  // namespace
-
-void check_block_sizes(std::optional<std::int64_t> block_q, std::optional<std::int64_t> block_kv) {
-  if (block_q && !kernel_limits::valid_block_q(*block_q)) {
-    throw std::invalid_argument("block_q: must be in [1, " +
-                                std::to_string(kernel_limits::kMaxBlockQ) + "], got " +
-                                std::to_string(*block_q));
-  }
-  if (block_kv && !kernel_limits::valid_block_kv(*block_kv)) {
-    throw std::invalid_argument(
-        "block_kv: must be a multiple of " + std::to_string(kernel_limits::kBlockKvMultiple) +
-        " in [" + std::to_string(kernel_limits::kBlockKvMultiple) + ", " +
-        std::to_string(kernel_limits::kMaxBlockKv) + "], got " + std::to_string(*block_kv));
-  }
-}
-
-BlockChoice cached_block_choice(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
-                                std::int64_t head_dim, DType dtype, int threads) {
-  static std::mutex mutex;
-  static std::unordered_map<ChoiceKey, BlockChoice, ChoiceKeyHash> choices;
-  ChoiceKey key{mask, q_len, kv_len, head_dim, dtype, threads};
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    const auto found = choices.find(key);
-    if (found != choices.end()) return found->second;
-  }
-  BlockChoice choice = choose_blocks(mask, q_len, kv_len, head_dim, dtype, threads);
-  std::lock_guard<std::mutex> lock(mutex);
-  return choices.emplace(std::move(key), std::move(choice)).first->second;
-}
 
 MaskedAttentionResult masked_attention(AttentionBackend& backend, const Mask& mask,
                                        const LayoutArgs& args,

@@ -1,87 +1,72 @@
-// Layout adapters: how hnd, bhnd and bnhd tensors become the kernel's strided
-// [heads, len, dim] views without copies, and the Q/K/V agreement checks that
-// must pass before a kernel call so that file problems surface as InputError
-// naming the file rather than as a kernel argument error.
+// Tensors read from files in a layout: their extents, the StridedTensor the
+// whole-tensor entry points take, and the Q/K/V agreement checks that must
+// pass before a kernel call so that file problems surface as InputError
+// naming the file rather than as a kernel argument error. The deprecated
+// per-entry views go through the library's one set of strided views.
+#include <type_traits>
+
+#include "core/strided_views.h"
 #include "io/io_common.h"
 
 namespace tilesplash {
 namespace {
 
-// Element offsets of (batch entry, head, row) and the strides within a batch entry.
-struct Strides {
-  std::int64_t batch = 0;
-  std::int64_t head = 0;
-  std::int64_t row = 0;
-};
-
-Strides strides_of(Layout layout, const LayoutDims& dims) {
-  if (layout == Layout::kBNHD) {
-    return {dims.len * dims.heads * dims.dim, dims.dim, dims.heads * dims.dim};
-  }
-  return {dims.heads * dims.len * dims.dim, dims.len * dims.dim, dims.dim};
-}
-
+// One batch entry (or, folded, all of them) through the library's strided
+// views (core/strided_views.h); their argument errors become InputError
+// naming the file.
 template <typename View, typename TensorRef>
-View make_view(TensorRef& tensor, Layout layout, std::int64_t batch, std::string_view name,
-               bool fold_batch) {
-  const LayoutDims dims = layout_dims(tensor, layout, name);
-  const Strides strides = strides_of(layout, dims);
-  View view;
-  view.dtype = tensor.dtype;
-  view.len = dims.len;
-  view.dim = dims.dim;
-  view.head_stride = strides.head;
-  view.row_stride = strides.row;
-  if (fold_batch) {
-    if (layout == Layout::kBNHD && dims.batch > 1) {
-      io::fail(name, "layout bnhd with batch " + std::to_string(dims.batch) +
-                         " cannot be one [heads, N, d] view (heads of different batch entries "
-                         "are not one stride apart); use batch_view per batch entry");
-    }
-    view.heads = dims.batch * dims.heads;
-    view.data = tensor.data.data();
-  } else {
-    if (batch < 0 || batch >= dims.batch) {
-      io::fail(name, "batch entry " + std::to_string(batch) + " out of range [0, " +
-                         std::to_string(dims.batch) + ")");
-    }
-    view.heads = dims.heads;
-    view.data = tensor.data.data() + batch * strides.batch * size_of(tensor.dtype);
+View entry(TensorRef& tensor, Layout layout, std::int64_t batch, std::string_view name, bool fold) {
+  const std::string label(name);
+  detail::LayoutAxes axes;
+  try {
+    axes = detail::layout_axes(tensor.shape, {}, layout, label);
+  } catch (const std::invalid_argument& e) {
+    throw InputError(e.what());
   }
-  return view;
+  if (fold && !detail::batch_folds(axes)) {
+    io::fail(name, "layout bnhd with batch " + std::to_string(axes.batch) +
+                       " cannot be one [heads, N, d] view (heads of different batch entries "
+                       "are not one stride apart); use batch_view per batch entry");
+  }
+  if (!fold && (batch < 0 || batch >= axes.batch)) {
+    io::fail(name, "batch entry " + std::to_string(batch) + " out of range [0, " +
+                       std::to_string(axes.batch) + ")");
+  }
+  if constexpr (std::is_same_v<View, TensorView>) {
+    return detail::entry_view(tensor.data.data(), tensor.dtype, axes, fold ? 0 : batch,
+                              fold ? axes.batch : 1);
+  } else {
+    return detail::mutable_entry_view(tensor.data.data(), tensor.dtype, axes, fold ? 0 : batch,
+                                      fold ? axes.batch : 1);
+  }
 }
 
 }  // namespace
 
-std::string_view to_string(Layout layout) {
-  switch (layout) {
-    case Layout::kHND:
-      return "hnd";
-    case Layout::kBHND:
-      return "bhnd";
-    case Layout::kBNHD:
-      return "bnhd";
-  }
-  return "?";
+StridedTensor strided(const Tensor& tensor) {
+  return {tensor.data.data(), tensor.dtype, tensor.shape, {}};
 }
 
-std::string_view layout_axes_text(Layout layout) {
-  switch (layout) {
-    case Layout::kHND:
-      return "[heads, N, d]";
-    case Layout::kBHND:
-      return "[batch, heads, N, d]";
-    case Layout::kBNHD:
-      return "[batch, N, heads, d]";
-  }
-  return "?";
+MutableStridedTensor mutable_strided(Tensor& tensor) {
+  return {tensor.data.data(), tensor.dtype, tensor.shape, {}};
 }
 
-std::optional<Layout> parse_layout(std::string_view text) {
-  if (text == "hnd") return Layout::kHND;
-  if (text == "bhnd") return Layout::kBHND;
-  if (text == "bnhd") return Layout::kBNHD;
-  return std::nullopt;
+TensorView layout_view(const Tensor& tensor, Layout layout, std::string_view name) {
+  return entry<TensorView>(tensor, layout, 0, name, true);
+}
+
+MutableTensorView mutable_layout_view(Tensor& tensor, Layout layout, std::string_view name) {
+  return entry<MutableTensorView>(tensor, layout, 0, name, true);
+}
+
+TensorView batch_view(const Tensor& tensor, Layout layout, std::int64_t batch,
+                      std::string_view name) {
+  return entry<TensorView>(tensor, layout, batch, name, false);
+}
+
+MutableTensorView mutable_batch_view(Tensor& tensor, Layout layout, std::int64_t batch,
+                                     std::string_view name) {
+  return entry<MutableTensorView>(tensor, layout, batch, name, false);
 }
 
 LayoutDims layout_dims(const Tensor& tensor, Layout layout, std::string_view name) {
@@ -113,24 +98,6 @@ std::vector<std::int64_t> layout_shape(Layout layout, const LayoutDims& dims) {
       return {dims.batch, dims.len, dims.heads, dims.dim};
   }
   return {};
-}
-
-TensorView layout_view(const Tensor& tensor, Layout layout, std::string_view name) {
-  return make_view<TensorView>(tensor, layout, 0, name, true);
-}
-
-MutableTensorView mutable_layout_view(Tensor& tensor, Layout layout, std::string_view name) {
-  return make_view<MutableTensorView>(tensor, layout, 0, name, true);
-}
-
-TensorView batch_view(const Tensor& tensor, Layout layout, std::int64_t batch,
-                      std::string_view name) {
-  return make_view<TensorView>(tensor, layout, batch, name, false);
-}
-
-MutableTensorView mutable_batch_view(Tensor& tensor, Layout layout, std::int64_t batch,
-                                     std::string_view name) {
-  return make_view<MutableTensorView>(tensor, layout, batch, name, false);
 }
 
 void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, Layout layout,

@@ -35,15 +35,6 @@ std::int64_t Tensor::numel() const {
   return count;
 }
 
-std::string shape_to_string(const std::vector<std::int64_t>& shape) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i > 0) out += ", ";
-    out += std::to_string(shape[i]);
-  }
-  return out + "]";
-}
-
 Tensor read_npy(const std::string& path) { return io::parse_npy(io::FileSource(path)); }
 
 Tensor read_safetensors(const std::string& path, const std::string& name) {

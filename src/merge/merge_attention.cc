@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "batched/strided_views.h"
+#include "core/strided_views.h"
 #include "tilesplash/merge.h"
 
 namespace tilesplash {

@@ -19,8 +19,13 @@ const MethodEntry& svg2_method();      // methods/svg2
 
 std::span<const MethodEntry* const> method_registry() {
   static const std::array kMethods = {
-      &svg_method(), &spatial_method(), &temporal_method(), &radial_method(),
-      &sta_method(), &mix_method(),     &svg2_method(),
+      &svg_method(),       // Sparse VideoGen: spatial or temporal, routed
+      &spatial_method(),   // its spatial band alone
+      &temporal_method(),  // its temporal band alone
+      &radial_method(),    // Radial Attention
+      &sta_method(),       // Sliding Tile Attention
+      &mix_method(),       // all of the families above, routed
+      &svg2_method(),      // Sparse VideoGen 2: semantic clusters
   };
   return kMethods;
 }

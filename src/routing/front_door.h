@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include "routing/plan_cache.h"
 #include "routing/router.h"
 #include "tilesplash/clusters.h"
 #include "tilesplash/mask.h"
+#include "tilesplash/plan_cache.h"
 #include "tilesplash/routing.h"
 #include "tilesplash/threading.h"
 
@@ -84,7 +84,9 @@ struct VideoAttention::Impl {
   std::shared_ptr<ThreadingContext> context;
   int threads;  // options.threads resolved against the context
   AttentionRunner runner;
-  detail::PlanCache plans;
+  // Unbounded (capacity 0): it never evicts, so a plan it hands out lives
+  // as long as the front door.
+  PlanCache plans{0};
   detail::Router router;
   std::vector<unsigned char> q_perm, k_perm, v_perm;          // one head, run order, input dtype
   std::vector<float> band_out, band_lse, sink_out, sink_lse;  // one head, run order

@@ -99,7 +99,7 @@ void VideoAttention::Impl::run_sparse(const AttentionArgs& head, const MaskRun& 
     sink_out.resize(static_cast<std::size_t>(n * dv));
     sink_lse.resize(static_cast<std::size_t>(n));
     const TilePlan& extra_plan =
-        plans.get(segment.mask, n, segment.count, options.blocks, plan_seconds);
+        *plans.get(segment.mask, n, segment.count, options.blocks, plan_seconds);
     report.tiles_visited += visited_pairs(extra_plan) / map;
     runner.forward(
         extra_plan,
@@ -168,7 +168,7 @@ HeadReport VideoAttention::Impl::run_head(const AttentionArgs& args, std::int64_
   report.choice = choice;
   if (choice == HeadMask::kDense) {
     const TilePlan& plan =
-        plans.get(keys ? keys->mask : Mask::dense(), n, n, options.blocks, plan_seconds);
+        *plans.get(keys ? keys->mask : Mask::dense(), n, n, options.blocks, plan_seconds);
     runner.forward(plan, head, attention_options(options.check_finite));
     report.density = 1.0;
     report.tiles_visited = keys ? visited_pairs(plan) / (double(n) * double(n)) : 1.0;
@@ -177,7 +177,7 @@ HeadReport VideoAttention::Impl::run_head(const AttentionArgs& args, std::int64_
   } else {
     const MaskCandidate& candidate = find(choice);
     const Mask run_mask = keys ? padded_run_mask(candidate.run, *keys) : candidate.run.mask;
-    const TilePlan& plan = plans.get(run_mask, n, n, options.blocks, plan_seconds);
+    const TilePlan& plan = *plans.get(run_mask, n, n, options.blocks, plan_seconds);
     run_sparse(head, candidate.run, plan, report, plan_seconds);
     report.density = candidate.density;
   }

@@ -1,4 +1,5 @@
-// Online routing (DESIGN §6) on the kernel itself: the sampled query rows are
+// Online routing (Sparse VideoGen: sampled query rows scored against dense,
+// the smallest MSE wins) on the kernel itself: the sampled query rows are
 // stacked once per section (dense, then every candidate) into one short
 // query block and run in a single kernel call against all keys, so K and V
 // are packed once and every output comes at the kernel's speed. Cost is about

@@ -14,6 +14,28 @@ import pytest
 import tilesplash
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "gpu: needs a CUDA GPU (FlexAttention compiled to Triton); skipped, and "
+        "reported as skipped, where none is present (pytest -m gpu runs only these)")
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu = [item for item in items if "gpu" in item.keywords]
+    if gpu and not _cuda_available():
+        skip = pytest.mark.skip(reason="needs a CUDA GPU (none is present here)")
+        for item in gpu:
+            item.add_marker(skip)
+
+
 def pytest_report_header(config):
     return f"tilesplash {tilesplash.__version__} from {os.path.dirname(tilesplash.__file__)}, isa {tilesplash.active_isa()}"
 

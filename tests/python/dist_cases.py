@@ -84,6 +84,23 @@ def run_cases(rank, world, names):
     return results
 
 
+def run_flex_cases(rank, world, names):
+    """Both schemes on every case with backend="flex" (FlexAttention on the CPU,
+    the LSE merges in torch ops): {(name, scheme): (out shard, lse shard)}."""
+    results = {}
+    for name in names:
+        mask, _, _, _, _, layout, _, _ = CASES[name]
+        sizes = splits(name, world)
+        q, k, v = (shard(x, layout, sizes, rank) for x in make_inputs(name))
+        for scheme in ("ulysses", "ring"):
+            fn = getattr(distributed, f"{scheme}_attention")
+            out, lse = fn(q, k, v, mask=mask, layout=layout, return_lse=True, timeout=60,
+                          backend="flex")
+            assert out.dtype == q.dtype and tuple(out.shape[:-1]) == tuple(q.shape[:-1])
+            results[(name, scheme)] = (out.float().numpy(), lse.numpy())
+    return results
+
+
 def determinism(rank, world):
     """The same call twice gives the same bits (ring merge order, Ulysses exchange),
     and so does the call on this rank's own 2-thread ThreadingContext."""

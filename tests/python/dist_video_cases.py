@@ -27,6 +27,10 @@ VIDEO_CASES = {
                    [(1, 2)], {2: [150, 47], 3: [20, 0, 177]}),
     "svg2_warm": (dict(method="svg2", density=0.3, dense_steps=1),
                   [(0, 0), (0, 1), (0, 2)], {2: [100, 97], 3: [70, 60, 67]}),
+    # FlexAttention (on the CPU here; CUDA tensors over NCCL on a GPU machine)
+    "svg_flex": (dict(method="svg", density=0.3, samples=16, dense_layers=1, sink=True,
+                      backend="flex", block_q=64, block_kv=64),
+                 [(1, 0), (2, 1)], {2: [120, 77], 3: [66, 0, 131]}),
 }
 # Batch entries of a case's inputs (1 unless named): batch entries and heads both
 # travel through the exchange.

@@ -215,9 +215,13 @@ def test_report_contents(model, inputs, enabled):
                                       "key_lengths": None}
         assert record["transformer"] == "WanTransformer3DModel"
         assert len(record["heads"]) == HEADS
+        # A head's time is part of the layer's attention time, itself part of the call.
+        assert sum(head["seconds"] for head in record["heads"]) == pytest.approx(
+            record["attention_seconds"], rel=1e-9, abs=1e-12)
+        assert record["attention_seconds"] <= record["seconds"]
         for head in record["heads"]:
             assert {"choice", "mse_spatial", "mse_temporal", "density", "seconds"} <= set(head)
-            assert head["seconds"] >= 0
+            assert head["seconds"] > 0
             if record["layer"] == 0:
                 assert head["choice"] == "dense" and head["density"] == 1.0
             else:

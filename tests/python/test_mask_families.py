@@ -1,7 +1,7 @@
 """Radial Attention and Sliding Tile Attention as tilesplash.Mask (SPECs,
 constructors, every pair against the predicates of docs/masks.md written here
 in numpy), tilesplash.attention under them, and tilesplash.VideoAttention for
-every method (svg, spatial, temporal, radial, sta, mix, svg2): each head's
+every registered method (tilesplash.methods()): each head's
 output against the float64 reference under the mask it reports, the router's
 choice against its reported MSEs, and errors that name the argument."""
 

@@ -27,6 +27,7 @@
 #include "tilesplash/plan.h"
 #include "tilesplash/plan_cache.h"
 #include "tilesplash/routing.h"
+#include "tilesplash/routing_layout.h"
 #include "tilesplash/tensor_io.h"
 #include "tilesplash/threading.h"
 #include "tilesplash/video.h"
@@ -84,14 +85,6 @@ void stage_output(OutputSet& outputs, const OutputSpec& spec, Tensor tensor) {
     tensors.emplace_back(*spec.tensor, std::move(tensor));
     outputs.stage_safetensors(spec.path, tensors);
   }
-}
-
-StridedTensor strided(const Tensor& tensor) {
-  return {tensor.data.data(), tensor.dtype, tensor.shape, {}};
-}
-
-MutableStridedTensor mutable_strided(Tensor& tensor) {
-  return {tensor.data.data(), tensor.dtype, tensor.shape, {}};
 }
 
 void run_attend(const AttendOptions& options) {

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "commands.h"
+#include "tilesplash/methods.h"
 #include "tilesplash/output_set.h"
 #include "tilesplash/tensor_io.h"
 #include "tilesplash/version.h"
@@ -31,6 +32,7 @@ constexpr const char* kExamples =
     "\n"
     "Examples:\n"
     "  tilesplash demo\n"
+    "  tilesplash demo --method radial --heads 2\n"
     "  tilesplash attend --q q.npy --k k.npy --v v.npy --out o.npy --mask causal\n"
     "  tilesplash plan --mask causal --q-len 64 --block-q 16 --block-kv 16 --kinds\n"
     "  tilesplash plan --mask 'local:left=4096,right=4096' --q-len 32760 --json\n"
@@ -38,7 +40,8 @@ constexpr const char* kExamples =
     "  tilesplash tune --preset wan2.1-14b-720p --density 0.25 --head-dim 128 --dtype bf16\n"
     "  tilesplash compare --geometry frames=8,height=8,width=12 --head-dim 64 --densities 0.1,0.3\n"
     "\n"
-    "Run `tilesplash <command> --help` for a command's options.";
+    "Run `tilesplash <command> --help` for a command's options; route, demo, tune, attend\n"
+    "and compare take --method NAME, one of the registered methods: ";
 
 int fail(int code, std::string_view message) {
   // On one line whatever it quotes (a path or a SPEC with a newline, an
@@ -62,7 +65,7 @@ int main(int argc, char** argv) {
       tilesplash::cli::add_compare_command(app),
   };
   // Set after the subcommands: CLI11 copies the parent's footer into each new one.
-  app.footer(kExamples);
+  app.footer(std::string(kExamples) + tilesplash::method_list_text() + " (docs/masks.md).");
 
   if (argc <= 1) {
     std::cout << app.help();

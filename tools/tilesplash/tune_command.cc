@@ -22,10 +22,12 @@
 #include "tilesplash/kernel_limits.h"
 #include "tilesplash/mask.h"
 #include "tilesplash/mask_spec.h"
+#include "tilesplash/methods.h"
 #include "tilesplash/plan.h"
+#include "tilesplash/routing.h"
+#include "tilesplash/routing_layout.h"
 #include "tilesplash/tuning.h"
 #include "tilesplash/video.h"
-#include "tilesplash/video_plan.h"
 
 namespace tilesplash::cli {
 namespace {
@@ -34,8 +36,11 @@ struct TuneCliOptions {
   std::string mask;
   std::int64_t q_len = 0;
   std::int64_t kv_len = 0;  // 0: same as q_len
-  std::string preset;
+  ShapeOptions shape;       // --preset / --geometry
+  std::string method = "svg";
   double density = 0.25;
+  const CLI::Option* density_option = nullptr;  // to tell a given --density from the default
+  const CLI::Option* method_option = nullptr;
   std::int64_t head_dim = 0;
   std::string dtype;
   std::int64_t heads = 2;
@@ -57,24 +62,40 @@ struct Shape {
   nlohmann::ordered_json about;  // preset, band, density achieved
 };
 
-// A preset at a density is the band plan its spatial heads run on (text rows
-// and columns included where the model has text): the plan every head
-// shares, so the tile size that suits it suits the whole layer.
+// A video shape at a density is the plan its method's heads run on: the
+// mask a front door takes its tiles for (routing_layout.h, tuning_mask: the
+// band plan every svg head shares, radial's mask, the first sta window's
+// tile-major mask), so the tile size that suits it suits the whole layer and
+// VideoAttention(method=...) finds it in the cache.
 Shape shape_of(const TuneCliOptions& options) {
   Shape shape;
-  if (!options.preset.empty()) {
-    const VideoPreset& preset = video_preset(options.preset);
-    const PresetBand band = preset_band(preset, options.density);
-    shape.mask = band.mask;
-    shape.q_len = shape.kv_len = band.tokens;
-    shape.about["preset"] = std::string(preset.name);
-    shape.about["band"] = band.band;
+  const bool video = !options.shape.preset.empty() || !options.shape.geometry.empty();
+  if (video == !options.mask.empty()) {
+    throw std::invalid_argument(
+        "tune: give --mask SPEC with --q-len N, or --preset NAME / --geometry GEOM");
+  }
+  if (video) {
+    const VideoShape video_shape = options.shape.resolve();
+    const VideoGeometry& g = video_shape.geometry;
+    const VideoAttention attention(g,
+                                   method_attention_options(options.method, g, {options.density}));
+    shape.mask = tuning_mask(attention);
+    shape.q_len = shape.kv_len = g.tokens();
+    shape.about["preset"] = video_shape.preset
+                                ? nlohmann::ordered_json(std::string(video_shape.preset->name))
+                                : nlohmann::ordered_json(nullptr);
+    shape.about["method"] = options.method;
+    if (options.method == "svg") shape.about["band"] = attention.band();
     shape.about["target_density"] = options.density;
     return shape;
   }
-  if (options.mask.empty() || options.q_len == 0) {
-    throw std::invalid_argument("tune: give --mask SPEC with --q-len N, or --preset NAME");
+  for (const CLI::Option* option : {options.density_option, options.method_option}) {
+    if (option->count() > 0) {
+      throw std::invalid_argument(option->get_name() +
+                                  ": applies to --preset or --geometry, not to --mask");
+    }
   }
+  if (options.q_len == 0) throw std::invalid_argument("tune: --mask needs --q-len N");
   shape.mask = parse_mask_spec(options.mask);
   shape.q_len = options.q_len;
   shape.kv_len = options.kv_len > 0 ? options.kv_len : options.q_len;
@@ -216,11 +237,6 @@ Command add_tune_command(CLI::App& parent) {
   auto options = std::make_shared<TuneCliOptions>();
   CLI::App* app = parent.add_subcommand(
       "tune", "Time every candidate tile size on a sample of the plan and cache the fastest");
-  std::string presets;
-  for (const VideoPreset& preset : video_presets()) {
-    presets += fmt::format("  {:<18} {} ({} tokens)\n", preset.name, preset.model,
-                           preset.geometry.tokens());
-  }
   app->footer(
       "Each candidate runs a stratified sample of its plan's q-blocks on random data; ms is the\n"
       "full run predicted from it (the sample's tile time scaled by visited pairs, plus the\n"
@@ -229,8 +245,10 @@ Command add_tune_command(CLI::App& parent) {
       "head. --verify (--exhaustive) also times the pick (every candidate) on the full run:\n"
       "full_ms. The fastest is stored in $XDG_CACHE_HOME/tilesplash/tuning.json (else\n"
       "~/.cache/tilesplash/) unless --no-store; `bench` uses it when no blocks are given.\n\n"
-      "Presets (--preset; the spatial band at --density, text rows/columns included):\n" +
-      presets +
+      "--preset (or --geometry) times the plan --method's heads run at --density (svg:\n"
+      "the band plan every head shares, text rows/columns included) and stores it under\n"
+      "the key a VideoAttention of that method looks up.\n\n" +
+      presets_text() + "\n" + methods_text() +
       "\nExamples:\n"
       "  tilesplash tune --mask 'local:left=2048,right=2048' --q-len 16384 --head-dim 128 "
       "--dtype bf16\n"
@@ -247,16 +265,10 @@ Command add_tune_command(CLI::App& parent) {
       ->type_name("M")
       ->transform(integer_in(1, kMaxLength))
       ->needs(mask);
-  auto* preset = app->add_option("--preset", options->preset, "Model shape (see Presets below)")
-                     ->type_name("NAME")
-                     ->excludes(mask)
-                     ->excludes(q_len);
-  app->add_option("--density", options->density,
-                  "Target density of the preset's band mask, in (0, 1]")
-      ->type_name("S")
-      ->capture_default_str()
-      ->transform(number_in(0.0, 1.0, true))
-      ->needs(preset);
+  add_shape_options(*app, options->shape);
+  options->density_option =
+      add_density_option(*app, options->density, "With --preset / --geometry: target density");
+  options->method_option = add_method_option(*app, options->method, "With --preset / --geometry: ");
   mask->needs(q_len);
   add_head_dim_option(*app, options->head_dim, "Head dimension")->required();
   add_dtype_option(*app, options->dtype, "Input dtype")->required();

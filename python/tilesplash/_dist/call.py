@@ -6,6 +6,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from .._backend import check_backend, resolve
 from .._mask import as_mask
 from .._tensors import MAX_THREADS, check_int, check_layout, check_qkv, check_scale
 from .._threading import check_context
@@ -34,16 +35,19 @@ class Call:
     v_dim: int
     dtype: object
     threads: int
+    backend: str = "cpu"  # resolved: "cpu" (the native kernel) or "flex"
 
 
-def check_local(q, k, v, mask, layout, scale, threads, who) -> Call:
+def check_local(q, k, v, mask, layout, scale, threads, who, backend="auto") -> Call:
     torch, _ = torch_modules()
     layout = check_layout(layout)
+    backend = check_backend(backend)
     for name, x in (("q", q), ("k", k), ("v", v)):
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"{name}: {who} needs torch tensors (it runs on torch.distributed), "
                             f"got {type(x).__module__}.{type(x).__qualname__}")
-    check_qkv(q, k, v, layout)
+    backend = resolve(backend, q)
+    check_qkv(q, k, v, layout, any_device=backend == "flex")
     mask = as_mask(mask)
     scale = check_scale(scale)
     threads = check_int(threads, "threads", 0, maximum=MAX_THREADS)
@@ -62,7 +66,7 @@ def check_local(q, k, v, mask, layout, scale, threads, who) -> Call:
         if not bool(torch.isfinite(x).all()):
             raise ValueError(f"{name}: NaN or Inf in this rank's shard")
     return Call(qb, kb, vb, layout, mask, scale, int(qb.shape[0]), int(qb.shape[2]),
-                 int(qb.shape[1]), int(qb.shape[3]), int(vb.shape[3]), q.dtype, threads)
+                int(qb.shape[1]), int(qb.shape[3]), int(vb.shape[3]), q.dtype, threads, backend)
 
 
 _FIELDS = ("batch", "heads", "head dim", "v head dim", "dtype", "layout", "mask", "scale")
@@ -78,17 +82,17 @@ def agree(ctx: Group, local: Call | None, error: Exception | None) -> SequenceSh
         row = [1, local.local_len, local.batch, local.heads, local.dim, local.v_dim,
                _DTYPE_CODES.index(str(local.dtype).removeprefix("torch.")),
                _LAYOUT_CODES.index(local.layout), hash(local.mask), scale_bits]
-    mine = torch.tensor(row, dtype=torch.int64)
+    mine = torch.tensor(row, dtype=torch.int64, device=ctx.device)
     rows = [torch.empty_like(mine) for _ in range(ctx.size)]
     ctx.run("all_gather of the call's shapes",
             lambda: dist.all_gather(rows, mine, group=ctx.group, async_op=True))
     if error is not None:
         raise error
-    failed = [r for r, x in enumerate(rows) if x[0].item() == 0]
+    values = [x.tolist() for x in rows]
+    failed = [r for r, x in enumerate(values) if x[0] == 0]
     if failed:
         raise ValueError(f"{ctx.who}: rank(s) {failed} rejected their arguments (their own error "
                          "says why); no rank computed anything")
-    values = [x.tolist() for x in rows]
     for i, field in enumerate(_FIELDS):
         column = [x[2 + i] for x in values]
         if len(set(column)) > 1:
@@ -109,12 +113,13 @@ def agree(ctx: Group, local: Call | None, error: Exception | None) -> SequenceSh
     return shards
 
 
-def start(q, k, v, mask, layout, scale, threads, group, timeout, who, context=None):
+def start(q, k, v, mask, layout, scale, threads, group, timeout, who, context=None,
+          backend="auto"):
     ctx = Group(group, timeout, who)
     local, error = None, None
     try:
         check_context(context)
-        local = check_local(q, k, v, mask, layout, scale, threads, who)
+        local = check_local(q, k, v, mask, layout, scale, threads, who, backend)
     except Exception as caught:  # every rank must reach the gather, or the others wait
         error = caught
     shards = agree(ctx, local, error)

@@ -46,6 +46,7 @@ class Group:
             raise ValueError(f"timeout: expected seconds > 0 (or a timedelta), got {timeout!r}")
         self.seconds = float(timeout)
         self.timeout = datetime.timedelta(seconds=self.seconds)
+        self.device = collective_device(group)
 
     def global_rank(self, rank: int) -> int:
         _, dist = torch_modules()
@@ -82,18 +83,30 @@ class Group:
             self.wait(issue())
 
 
+def collective_device(group):
+    """Where this group's small bookkeeping tensors (shapes, reports) live: NCCL
+    moves CUDA tensors only (the current CUDA device), gloo and the others CPU ones."""
+    torch, dist = torch_modules()
+    if dist.get_backend(group) == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
 _buffers = threading.local()
 
 
-def workspace(name: str, numel: int, dtype):
-    """A grow-only buffer of this thread, kept between calls: a model calls the
-    exchange every layer with the same shapes, and fresh memory costs a page
-    fault per 4 KiB on first touch (several times a copy, measured)."""
+def workspace(name: str, numel: int, dtype, device=None):
+    """A grow-only buffer of this thread on `device` (default: the CPU), kept between
+    calls: a model calls the exchange every layer with the same shapes, and fresh
+    memory costs a page fault per 4 KiB on first touch (several times a copy,
+    measured)."""
     torch, _ = torch_modules()
+    device = torch.device("cpu") if device is None else torch.device(device)
     store = _buffers.__dict__.setdefault("store", {})
-    buffer = store.get((name, dtype))
+    buffer = store.get((name, dtype, device))
     if buffer is None or buffer.numel() < numel:
-        store[(name, dtype)] = buffer = torch.empty(max(numel, 1), dtype=dtype)
+        store[(name, dtype, device)] = buffer = torch.empty(max(numel, 1), dtype=dtype,
+                                                            device=device)
     return buffer[:numel]
 
 

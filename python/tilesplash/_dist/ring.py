@@ -11,8 +11,17 @@ from .layouts import from_bnhd, lse_from_bhn
 from .ulysses import single
 
 
+def merge_on_device(out_a, lse_a, out_b, lse_b):
+    """merge_attention in float32 torch ops on the tensors' device (bnhd outputs,
+    [batch, heads, N] LSEs); rows whose LSEs are both -inf give 0 and -inf."""
+    from .._flex.video import merge_lse
+
+    out, lse = merge_lse(out_a.transpose(1, 2), lse_a, out_b.transpose(1, 2), lse_b)
+    return out.transpose(1, 2), lse
+
+
 def ring_attention(q, k, v, *, mask="dense", layout="bnhd", group=None, scale=None,
-                   return_lse=False, threads=0, timeout=None, context=None):
+                   return_lse=False, threads=0, timeout=None, context=None, backend="auto"):
     """Attention of this rank's sequence shard over the whole sequence, by rotating K/V.
 
     Arguments and result as ulysses_attention. At step s, rank r runs its
@@ -28,9 +37,12 @@ def ring_attention(q, k, v, *, mask="dense", layout="bnhd", group=None, scale=No
     ranks; memory per rank is three K/V shards, not the whole sequence.
     bf16 / f16: each step's output is rounded to the dtype before the merge,
     so the result may differ from one process by a rounding of that dtype.
+    With the flex backend (CUDA tensors over NCCL, or backend="flex") the
+    steps run FlexAttention and merge in float32 torch ops on the device.
     """
     who = "tilesplash.distributed.ring_attention"
-    ctx, call, shards = start(q, k, v, mask, layout, scale, threads, group, timeout, who, context)
+    ctx, call, shards = start(q, k, v, mask, layout, scale, threads, group, timeout, who, context,
+                              backend)
     threads = call.threads
     if ctx.size == 1 or shards.total == 0:
         return single(call, return_lse, threads, context)
@@ -46,11 +58,12 @@ def ring_attention(q, k, v, *, mask="dense", layout="bnhd", group=None, scale=No
         return b > a and d > c and call.mask.classify((a, b), (c, d)) != 0
 
     kv_size = [call.batch * n * call.heads * (call.dim + call.v_dim) for n in shards.sizes]
-    own = workspace("ring_own", kv_size[rank], call.dtype)
+    device = call.q.device
+    own = workspace("ring_own", kv_size[rank], call.dtype, device)
     own[:k_part(q1 - q0)].view(call.k.shape).copy_(call.k)
     own[k_part(q1 - q0):].view(call.v.shape).copy_(call.v)
     # Two receive buffers take turns: step s computes on one while step s + 1 fills the other.
-    buffers = [workspace(f"ring{i}", max(kv_size), call.dtype) for i in range(2)]
+    buffers = [workspace(f"ring{i}", max(kv_size), call.dtype, device) for i in range(2)]
 
     def post(step):
         """Issues step's transfers; returns (works, the buffer that will hold rank - step's K/V)."""
@@ -84,15 +97,19 @@ def ring_attention(q, k, v, *, mask="dense", layout="bnhd", group=None, scale=No
         vs = current[k_part(k1 - k0):].view(call.batch, k1 - k0, call.heads, call.v_dim)
         out, lse = attention(call.q, ks, vs, mask=call.mask, layout="bnhd", scale=call.scale,
                              return_lse=True, threads=threads, q_offset=q0, kv_offset=k0,
-                             q_total=total, kv_total=total, context=context)
+                             q_total=total, kv_total=total, context=context,
+                             backend=call.backend)
         if acc_out is None:
             acc_out, acc_lse = out, lse
+        elif call.backend == "flex":
+            acc_out, acc_lse = merge_on_device(acc_out, acc_lse, out, lse)
         else:
             acc_out, acc_lse = merge_attention([acc_out, out], [acc_lse, lse], layout="bnhd",
                                                dtype=torch.float32)
     n_local = q1 - q0
     if acc_out is None:  # no query of this shard keeps any key
-        acc_out = torch.zeros((call.batch, n_local, call.heads, call.v_dim), dtype=call.dtype)
-        acc_lse = torch.full((call.batch, call.heads, n_local), float("-inf"))
+        acc_out = torch.zeros((call.batch, n_local, call.heads, call.v_dim), dtype=call.dtype,
+                              device=device)
+        acc_lse = torch.full((call.batch, call.heads, n_local), float("-inf"), device=device)
     out = from_bnhd(acc_out.to(call.dtype), call.layout)
     return (out, lse_from_bhn(acc_lse, call.layout)) if return_lse else out

@@ -53,6 +53,7 @@ class UlyssesExchange:
         torch, _ = torch_modules()
         world, rank = self._ctx.size, self._ctx.rank
         dtype, batch = tensors[0].dtype, int(tensors[0].shape[0])
+        device = tensors[0].device
         counts = self._head_counts()
         n_local, h_local = self.shards.sizes[rank], counts[rank]
         outs, works, unpack = [], [], []
@@ -61,7 +62,7 @@ class UlyssesExchange:
                 d = int(x.shape[3])
                 send_sizes = [batch * n_local * counts[j] * d for j in range(world)]
                 recv_sizes = [batch * n * h_local * d for n in self.shards.sizes]
-                send = workspace(f"heads_send{t}", sum(send_sizes), dtype)
+                send = workspace(f"heads_send{t}", sum(send_sizes), dtype, device)
                 offset = 0
                 for j in range(world):
                     j0, j1 = head_range(self.total_heads, j, world)
@@ -69,10 +70,10 @@ class UlyssesExchange:
                     send[offset:offset + piece.numel()].view(piece.shape).copy_(piece)
                     offset += piece.numel()
                 shape = (batch, self.shards.total, h_local, d)
-                out = (workspace(f"heads_out{t}", math.prod(shape), dtype).view(shape) if scratch
-                       else torch.empty(shape, dtype=dtype))
+                out = (workspace(f"heads_out{t}", math.prod(shape), dtype, device).view(shape)
+                       if scratch else torch.empty(shape, dtype=dtype, device=device))
                 recv = (out.view(-1) if batch == 1
-                        else workspace(f"heads_recv{t}", sum(recv_sizes), dtype))
+                        else workspace(f"heads_recv{t}", sum(recv_sizes), dtype, device))
                 works.append(self._all_to_all(recv, send, recv_sizes, send_sizes))
                 outs.append(out)
                 if batch != 1:
@@ -91,7 +92,7 @@ class UlyssesExchange:
         """Head shards back: out [B, N, h_local, dv] -> [B, n_local, H, dv]; lse too when given."""
         torch, _ = torch_modules()
         world, rank = self._ctx.size, self._ctx.rank
-        batch, dv, dtype = int(out.shape[0]), int(out.shape[3]), out.dtype
+        batch, dv, dtype, device = int(out.shape[0]), int(out.shape[3]), out.dtype, out.device
         # The float32 LSE rides in the output's dtype: as many elements as its bytes need.
         lse_factor = 4 // out.element_size()
         counts = self._head_counts()
@@ -102,7 +103,7 @@ class UlyssesExchange:
 
         send_sizes = [batch * (e - b) * h_local * (dv + (lse_factor if lse is not None else 0))
                       for b, e in (self.shards.range(i) for i in range(world))]
-        send = workspace("sequence_send", sum(send_sizes), dtype)
+        send = workspace("sequence_send", sum(send_sizes), dtype, device)
         offset = 0
         for i in range(world):
             b, e = self.shards.range(i)
@@ -115,12 +116,12 @@ class UlyssesExchange:
                 offset += count
         recv_sizes = [batch * n_local * counts[j] * (dv + (lse_factor if lse is not None else 0))
                       for j in range(world)]
-        recv = workspace("sequence_recv", sum(recv_sizes), dtype)
+        recv = workspace("sequence_recv", sum(recv_sizes), dtype, device)
         self._ctx.run("all_to_all heads -> sequence",
                       lambda: self._all_to_all(recv, send, recv_sizes, send_sizes))
-        result = torch.empty(batch, n_local, self.total_heads, dv, dtype=dtype)
-        result_lse = (torch.empty(batch, self.total_heads, n_local, dtype=torch.float32)
-                      if lse is not None else None)
+        result = torch.empty(batch, n_local, self.total_heads, dv, dtype=dtype, device=device)
+        result_lse = (torch.empty(batch, self.total_heads, n_local, dtype=torch.float32,
+                                  device=device) if lse is not None else None)
         offset = 0
         for j in range(world):
             j0, j1 = head_range(self.total_heads, j, world)
@@ -148,7 +149,7 @@ def ulysses_exchange(local_len: int, heads: int, *, group=None, timeout=None) ->
     ctx = Group(group, timeout, who)
     local_len = check_int(local_len, "local_len", 0)
     heads = check_int(heads, "heads", 1)
-    mine = torch.tensor([local_len, heads], dtype=torch.int64)
+    mine = torch.tensor([local_len, heads], dtype=torch.int64, device=ctx.device)
     rows = [torch.empty_like(mine) for _ in range(ctx.size)]
     ctx.run("all_gather of the shard lengths",
             lambda: dist.all_gather(rows, mine, group=ctx.group, async_op=True))
@@ -159,10 +160,10 @@ def ulysses_exchange(local_len: int, heads: int, *, group=None, timeout=None) ->
 
 
 def ulysses_attention(q, k, v, *, mask="dense", layout="bnhd", group=None, scale=None,
-                      return_lse=False, threads=0, timeout=None, context=None):
+                      return_lse=False, threads=0, timeout=None, context=None, backend="auto"):
     """Attention of this rank's sequence shard over the whole sequence, by all-to-all.
 
-    q, k, v: torch CPU tensors in `layout` ("bnhd" [batch, n_local, heads, d]
+    q, k, v: torch tensors in `layout` ("bnhd" [batch, n_local, heads, d]
     by default, "bhnd", "hnd"), this rank's contiguous shard of the sequence
     for every head; every rank passes the same batch, heads, dims, dtype,
     mask (a SPEC or tilesplash.Mask over the whole sequence) and scale.
@@ -173,7 +174,9 @@ def ulysses_attention(q, k, v, *, mask="dense", layout="bnhd", group=None, scale
     rank's kernel runs on (None: the calling thread's own runner and workers);
     with pin=True and first_cpu = rank * threads, ranks of one machine keep to
     their own cores. timeout: seconds any collective waits (default
-    DEFAULT_TIMEOUT).
+    DEFAULT_TIMEOUT). backend: as tilesplash.attention's ("auto": the native
+    kernel for CPU tensors, FlexAttention for CUDA tensors, which travel over
+    NCCL; every rank resolves the same backend).
 
     Returns this rank's output shard in q's layout and dtype, and with
     return_lse=True also its float32 LSE [batch, heads, n_local]. Equal to
@@ -181,14 +184,15 @@ def ulysses_attention(q, k, v, *, mask="dense", layout="bnhd", group=None, scale
     kernel over the same whole sequence, only on another rank.
     """
     who = "tilesplash.distributed.ulysses_attention"
-    ctx, call, shards = start(q, k, v, mask, layout, scale, threads, group, timeout, who, context)
+    ctx, call, shards = start(q, k, v, mask, layout, scale, threads, group, timeout, who, context,
+                              backend)
     threads = call.threads
     if ctx.size == 1 or shards.total == 0:
         return single(call, return_lse, threads, context)
     exchange = UlyssesExchange(ctx, shards, call.heads)
     qh, kh, vh = exchange.to_heads(call.q, call.k, call.v, scratch=True)
     out, lse = attention(qh, kh, vh, mask=call.mask, layout="bnhd", scale=call.scale,
-                         return_lse=True, threads=threads, context=context)
+                         return_lse=True, threads=threads, context=context, backend=call.backend)
     out, lse = exchange.to_sequence(out, lse if return_lse else None)
     out = from_bnhd(out, call.layout)
     return (out, lse_from_bhn(lse, call.layout)) if return_lse else out
@@ -196,6 +200,6 @@ def ulysses_attention(q, k, v, *, mask="dense", layout="bnhd", group=None, scale
 
 def single(call: Call, return_lse, threads, context):
     out, lse = attention(call.q, call.k, call.v, mask=call.mask, layout="bnhd", scale=call.scale,
-                         return_lse=True, threads=threads, context=context)
+                         return_lse=True, threads=threads, context=context, backend=call.backend)
     out = from_bnhd(out, call.layout)
     return (out, lse_from_bhn(lse, call.layout)) if return_lse else out

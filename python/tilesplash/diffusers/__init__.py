@@ -134,6 +134,7 @@ def enable(
     threads: int = 0,
     context: tilesplash.ThreadingContext | None = None,
     timeout: float | None = None,
+    backend: str = "auto",
 ) -> TilesplashHandle:
     """Run the self-attention of `target`'s video transformer(s) through tilesplash; returns a handle.
 
@@ -171,6 +172,9 @@ def enable(
         other ranks (default tilesplash.distributed.DEFAULT_TIMEOUT).
     context: a tilesplash.ThreadingContext every layer of this handle runs on;
         None: the handle's VideoAttention objects own theirs.
+    backend: "auto" (the native kernel for a CPU transformer, FlexAttention
+        for one on a GPU), "cpu" or "flex" (FlexAttention on any device, the
+        CPU included); see tilesplash.VideoAttention and docs/gpu.md.
     """
     targets, scheduler = _targets(target)
     timeout = _timeout(timeout)  # checked with or without a group
@@ -193,6 +197,7 @@ def enable(
         samples=_positive_int(samples, "samples"),
         threads=_non_negative_int(threads, "threads", maximum=tilesplash._core.MAX_THREADS),
         context=_context(context),
+        backend=_backend(backend),
     )
     for _, model, spec in targets:
         check_processors(model, spec, _WHO)
@@ -277,6 +282,12 @@ def _context(context):
         raise TypeError(f"{_WHO}: context must be a tilesplash.ThreadingContext or None, got "
                         f"{type(context).__name__}")
     return context
+
+
+def _backend(value) -> str:
+    if value not in ("auto", "cpu", "flex"):
+        raise ValueError(f"{_WHO}: backend must be 'auto', 'cpu' or 'flex'; got {value!r}")
+    return value
 
 
 _INT64_MAX = 2**63 - 1

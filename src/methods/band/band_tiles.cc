@@ -1,5 +1,5 @@
 // The band plan as the one mask a video layer is planned and tuned by.
-#include "tilesplash/batched_attention.h"
+#include "tilesplash/tuning.h"
 #include "tilesplash/video_plan.h"
 
 namespace tilesplash {

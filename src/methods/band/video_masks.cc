@@ -6,6 +6,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "masks/mask_util.h"
 #include "methods/band/video_nodes.h"
@@ -143,10 +144,12 @@ std::int64_t resolve_band(VideoMaskKind kind, const VideoGeometry& geometry, con
                           VideoMaskOptions options) {
   const int forms = (form.band ? 1 : 0) + (form.band_frames ? 1 : 0) + (form.density ? 1 : 0);
   if (forms != 1) {
-    std::string given;
-    if (form.band) given += "band";
-    if (form.band_frames) given += std::string(given.empty() ? "" : ", ") + "band_frames";
-    if (form.density) given += std::string(given.empty() ? "" : ", ") + "density";
+    std::vector<std::string> names;
+    if (form.band) names.emplace_back("band");
+    if (form.band_frames) names.emplace_back("band_frames");
+    if (form.density) names.emplace_back("density");
+    const std::string given =
+        names.size() == 2 ? "both " + names[0] + " and " + names[1] : "all three";
     throw std::invalid_argument(
         std::string("band: ") + (forms == 0 ? "missing band form" : "more than one band form") +
         " (give exactly one of band=W tokens, band_frames=M frames or density=S), got " +
@@ -177,7 +180,10 @@ VideoRunMasks video_run_masks(VideoMaskKind kind, const VideoGeometry& geometry,
   check_band(band);
   VideoRunMasks run{
       kind == VideoMaskKind::kSpatial ? TokenOrder::kFrameMajor : TokenOrder::kTokenMajor,
-      spatial_mask(geometry, band, {false, options.text_full}), std::nullopt};
+      // text_full keeps nothing without text: left out, so that every band
+      // plan of one geometry and band is one mask (one plan, one tuning key).
+      spatial_mask(geometry, band, {false, options.text_full && geometry.text_tokens() > 0}),
+      std::nullopt};
   if (options.sink) {
     const std::int64_t stride = kind == VideoMaskKind::kSpatial ? 1 : geometry.frames;
     run.sink = Mask(std::make_shared<detail::SinkSegmentNode>(

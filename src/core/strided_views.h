@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "tilesplash/tensor.h"
-#include "tilesplash/tensor_io.h"
+#include "tilesplash/tensor_layout.h"
 
 namespace tilesplash::detail {
 

@@ -3,7 +3,7 @@
 // slice of a packed QKV buffer or a batch of heads all fit; a broadcast
 // (stride 0) or reversed axis does not and is packed, one batch entry at a
 // time, so the copy stays as small as the kernel call it feeds.
-#include "batched/strided_views.h"
+#include "core/strided_views.h"
 
 #include <cstring>
 #include <stdexcept>

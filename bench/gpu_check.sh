@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The GPU check, one command on a CUDA machine with PyTorch and Triton already
+# installed and no network (about 5 minutes on one H200; under 8):
+#
+#   bash bench/gpu_check.sh                 # from the repository root
+#
+# 1. builds the library and the Python extension with CMake directly (no pip,
+#    no build isolation, nothing downloaded: the machine's own nanobind, its
+#    Python's headers, and nlohmann-json's headers from .gpu/prefix when the
+#    system has none; bench/gpu_prepare.sh makes .gpu/ where there is network);
+# 2. installs diffusers from .gpu/wheels when the machine lacks it (part c);
+# 3. runs the GPU-marked tests (pytest -m gpu) and keeps their summary line;
+# 4. prints one JSON object (bench/gpu_check.py): (a) Wan 2.1 480p / 720p dense
+#    SDPA against tilesplash 25% routed, (b) BlockMask building from plans
+#    against create_block_mask, (c) one Wan 2.1 1.3B block, native against
+#    enable(). With $OUT set, the JSON and the logs are also written there.
+#
+# Environment: PYTHON (default python3), BUILD (default build-gpu),
+# GPU_CHECK_SKIP (e.g. "c"), GPU_CHECK_ARGS (more arguments for gpu_check.py,
+# e.g. "--device cpu --tiny" for a dry run on a machine without a GPU).
+set -uo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+py=${PYTHON:-python3}
+build=${BUILD:-build-gpu}
+logs=${OUT:-/tmp/gpu_check}
+mkdir -p "$logs"
+say() { printf 'gpu_check: %s\n' "$*" >&2; }
+started=$(date +%s)
+
+# -- 1. build ---------------------------------------------------------------------------------
+prefix=()
+if ! echo '#include <nlohmann/json.hpp>' | c++ -x c++ -std=c++20 -fsyntax-only - 2>/dev/null; then
+  if [ -d .gpu/prefix/include/nlohmann ]; then
+    prefix=(-DCMAKE_PREFIX_PATH="$repo/.gpu/prefix")
+    say "nlohmann-json from .gpu/prefix"
+  else
+    say "nlohmann-json is missing: run bench/gpu_prepare.sh where there is network and carry .gpu"
+    exit 2
+  fi
+fi
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+command -v ccache >/dev/null && generator+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+say "building the extension with $($py --version 2>&1) into $build"
+if ! cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+    -DTILESPLASH_BUILD_TESTS=OFF -DTILESPLASH_BUILD_BENCH=OFF -DTILESPLASH_BUILD_TOOLS=OFF \
+    -DTILESPLASH_BUILD_PYTHON=ON -DPython_EXECUTABLE="$(command -v "$py")" "${prefix[@]}" \
+    >"$logs/cmake.log" 2>&1; then
+  tail -30 "$logs/cmake.log" >&2
+  exit 2
+fi
+if ! grep -q "Python extension: building" "$logs/cmake.log"; then
+  grep "Python extension" "$logs/cmake.log" >&2
+  exit 2
+fi
+if ! cmake --build "$build" -j "$(nproc)" --target tilesplash_python >"$logs/build.log" 2>&1; then
+  tail -30 "$logs/build.log" >&2
+  exit 2
+fi
+export PYTHONPATH="$repo/$build/python${PYTHONPATH:+:$PYTHONPATH}"
+say "built in $(( $(date +%s) - started )) s"
+
+# -- 2. diffusers -----------------------------------------------------------------------------
+if ! "$py" -c "import diffusers" 2>/dev/null; then
+  if ls .gpu/wheels/*.whl >/dev/null 2>&1; then
+    "$py" -m pip install -q --no-index --no-deps --no-compile --target /tmp/gpu_check_site \
+      .gpu/wheels/*.whl && export PYTHONPATH="$PYTHONPATH:/tmp/gpu_check_site"
+  fi
+  "$py" -c "import diffusers" 2>/dev/null || {
+    say "diffusers is missing (carry .gpu from bench/gpu_prepare.sh): part (c) skipped"
+    GPU_CHECK_SKIP="${GPU_CHECK_SKIP:+$GPU_CHECK_SKIP,}c"
+  }
+fi
+"$py" -c "import tilesplash, tilesplash.flex; print('gpu_check: tilesplash', tilesplash.__version__)" >&2 || exit 2
+
+# -- 3. the GPU-marked tests ------------------------------------------------------------------
+timeout "${GPU_TESTS_TIMEOUT:-200}" "$py" -m pytest -q -p no:cacheprovider -m gpu tests/python -rs \
+  >"$logs/pytest_gpu.log" 2>&1
+tests_rc=$?  # 124: stopped at its time limit
+summary=$(grep -E "(passed|failed|skipped|error|no tests ran)" "$logs/pytest_gpu.log" | tail -1)
+say "gpu tests (rc $tests_rc): $summary"
+if [ "$tests_rc" -ne 0 ] && [ "$tests_rc" -ne 5 ]; then
+  grep -E "^(FAILED|ERROR)|Error" "$logs/pytest_gpu.log" | head -20 >&2
+fi
+
+# -- 4. the measurements ----------------------------------------------------------------------
+# shellcheck disable=SC2086
+timeout "${GPU_CHECK_TIMEOUT:-270}" "$py" bench/gpu_check.py --pytest-summary "rc $tests_rc: $summary" \
+  --skip "${GPU_CHECK_SKIP:-}" --partial "$logs/gpu_check.partial.json" ${GPU_CHECK_ARGS:-} \
+  >"$logs/gpu_check.json"
+rc=$?
+if [ "$rc" -eq 0 ]; then
+  cat "$logs/gpu_check.json"
+else
+  say "bench/gpu_check.py stopped (rc $rc); the parts measured before it:"
+  cat "$logs/gpu_check.partial.json" 2>/dev/null || echo '{}'
+  echo
+fi
+say "done in $(( $(date +%s) - started )) s"
+exit "$rc"

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Run HERE (a machine with network and this repository's build set-up) before
+# bench/gpu_check.sh travels to a GPU machine that has no network. It fills
+# .gpu/ (git-ignored) with what such a machine lacks and cannot download:
+#   .gpu/prefix/   nlohmann-json's headers and CMake package (header-only; the
+#                  C++ library needs it, the GPU image does not ship it)
+#   .gpu/wheels/   diffusers (pure Python) and importlib_metadata, for part (c)
+# Then give .gpu to the device call's `carry`:
+#   run(command="bash bench/gpu_check.sh", carry=[".gpu"], timeout_s=540)
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+out="$repo/.gpu"
+mkdir -p "$out/prefix/include" "$out/prefix/share/cmake" "$out/wheels"
+header=$(echo '#include <nlohmann/json.hpp>' | c++ -x c++ -E -H - 2>&1 >/dev/null | grep -m1 'nlohmann/json.hpp' | awk '{print $2}')
+if [ -z "$header" ]; then
+  echo "gpu_prepare: nlohmann/json.hpp not found here (scripts/setup installs nlohmann-json3-dev)" >&2
+  exit 1
+fi
+cp -r "$(dirname "$header")" "$out/prefix/include/"
+config=$(dirname "$(find /usr/share/cmake /usr/lib/cmake /usr/local/share/cmake /usr/local/lib/cmake \
+  -name nlohmann_jsonConfig.cmake 2>/dev/null | head -1)")
+cp -r "$config" "$out/prefix/share/cmake/"
+py="${PYTHON:-$repo/.venv/bin/python}"
+[ -x "$py" ] || py=python3
+# pure-Python wheels: the same files for any Python 3 on any platform
+"$py" -m pip download --quiet --no-deps --only-binary=:all: -d "$out/wheels" \
+  "diffusers==0.42.1" "importlib_metadata"
+du -sh "$out"
+echo "gpu_prepare: .gpu is ready; carry it with bench/gpu_check.sh"

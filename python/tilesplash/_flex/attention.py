@@ -1,0 +1,99 @@
+"""tilesplash.attention(..., backend="flex"): one masked attention through FlexAttention.
+
+The mask is planned exactly as given on the original order (a window of it
+for the window arguments), its BlockMask is cached, and the call returns
+what the native kernel returns: out in q's layout and dtype, the float32 LSE.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .._tensors import batch_heads_len
+from .kernel import run_flex
+from .masks import block_mask_for
+from .tuning import kernel_options_for
+
+DEFAULT_BLOCK = 128
+
+
+def to_bhnd(x, layout: str):
+    """A [B, H, N, d] view of x in `layout`."""
+    if layout == "bhnd":
+        return x
+    if layout == "bnhd":
+        return x.transpose(1, 2)
+    return x.unsqueeze(0)
+
+
+def from_bhnd(x, layout: str):
+    """x [B, H, N, d] in `layout`, C-contiguous."""
+    if layout == "bhnd":
+        return x.contiguous()
+    if layout == "bnhd":
+        return x.transpose(1, 2).contiguous()
+    return x[0].contiguous()
+
+
+def lse_to_layout(lse, layout: str):
+    return lse[0] if layout == "hnd" else lse
+
+
+FLEX_DEVICES = ("cuda", "cpu", "xpu", "hpu", "mps")
+"""Device types FlexAttention runs on (PyTorch checks again)."""
+
+
+def check_device(q) -> None:
+    if q.device.type not in FLEX_DEVICES:
+        raise ValueError(f"q: FlexAttention runs tensors on {', '.join(FLEX_DEVICES)} devices, "
+                         f"got a tensor on device '{q.device}'")
+
+
+def check_finite(q, k, v) -> None:
+    """NaN or Inf in q, k or v is refused, naming the argument, as the native kernel does
+    (one host round trip)."""
+    bad = torch.stack([~torch.isfinite(x).all() for x in (q, k, v)]).tolist()
+    for name, found in zip(("q", "k", "v"), bad):
+        if found:
+            raise ValueError(f"{name}: NaN or Inf in the input; expected finite values")
+
+
+def check_shapes(qb, kb, vb) -> None:
+    """[B, H, N, d] views: k and v match q's batch and heads, share N, k has q's d."""
+    for name, x in (("k", kb), ("v", vb)):
+        if tuple(x.shape[:2]) != tuple(qb.shape[:2]):
+            raise ValueError(f"{name}: expected q's batch and heads {tuple(qb.shape[:2])}, got "
+                             f"{tuple(x.shape[:2])} (as [batch, heads])")
+    if vb.shape[2] != kb.shape[2]:
+        raise ValueError(f"v: expected k's sequence length {kb.shape[2]}, got {vb.shape[2]}")
+    if kb.shape[3] != qb.shape[3]:
+        raise ValueError(f"k: expected q's head dim {qb.shape[3]}, got {kb.shape[3]}")
+
+
+def blocks(block_q, block_kv) -> tuple[int, int]:
+    return (DEFAULT_BLOCK if block_q is None else block_q,
+            DEFAULT_BLOCK if block_kv is None else block_kv)
+
+
+def flex_masked_attention(q, k, v, mask, layout, scale, block_q, block_kv, window,
+                          compile=None, kernel_options=None):
+    """Checked arguments in, (out in `layout`, lse) out."""
+    check_device(q)
+    qb, kb, vb = (to_bhnd(x, layout) for x in (q, k, v))
+    check_shapes(qb, kb, vb)
+    q_len, kv_len = int(qb.shape[2]), int(kb.shape[2])
+    if qb.numel() and kb.numel():
+        check_finite(q, k, v)
+    if q_len == 0 or kv_len == 0 or qb.shape[0] == 0 or qb.shape[1] == 0:
+        out = q.new_zeros(tuple(q.shape[:-1]) + (v.shape[-1],))
+        lse = torch.full(batch_heads_len(q, layout), float("-inf"), dtype=torch.float32,
+                         device=q.device)
+        return out, lse
+    bq, bk = blocks(block_q, block_kv)
+    block_mask = block_mask_for(mask, q_len, kv_len, bq, bk, q.device, window)
+    if kernel_options is None:
+        kernel_options = kernel_options_for(q.device, mask, q_len, kv_len, int(qb.shape[3]),
+                                            q.dtype, (bq, bk))
+    out, lse = run_flex(qb, kb, vb, block_mask, scale, compile=compile,
+                        kernel_options=kernel_options)
+    return from_bhnd(out, layout), lse_to_layout(lse, layout)

@@ -1,0 +1,339 @@
+"""Sparse VideoGen 2's clusters on the tensors' device (VideoAttention(method="svg2")
+with the flex backend).
+
+Q and K stay on their device: copying every head's rows to the host for the
+native k-means would cost a transfer and a CPU k-means per head, layer and
+step, far more than the attention it serves. So the whole pipeline runs in
+torch ops, batched over the heads of a call:
+
+- k-means of each head's video query rows (qc clusters) and key rows (kc),
+  the native algorithm (src/clusters/kmeans.cc): the same initial points
+  (kmeans_initial_indices with the same seeds), Lloyd rounds, nearest
+  centroid by squared Euclidean distance with the lowest index on a tie, an
+  empty cluster keeping its centroid, 50 rounds cold and 2 warm-started from
+  the previous call of the same layer and head, each head stopping once no
+  centroid moves by 1e-4 (frozen in place, so no host round trip per round);
+- the kept cluster pairs: the native rule (weights |K_b| exp(scale c^Q_a .
+  c^K_b), per query cluster the shortest prefix of key clusters by falling
+  weight reaching top-p, at least min_kc_ratio of them, top-p bisected to
+  meet the density);
+- the run order: Q rows sorted by query cluster, K and V rows by key cluster,
+  text last; clusters ordered by barycentre sweeps over the kept pairs (the
+  native order starts the sweeps from a nearest-neighbour chain through the
+  query centroids, a sequential walk; here they start from the cluster
+  index). The order decides only which tiles are visited, never the result;
+- the plan in run order, classified in O(1) per tile from a 2-D prefix sum
+  of the kept pairs, and a BlockMask per head whose mask_mod reads the
+  head's cluster ranks and kept table (svg2's partial tiles are too many and
+  too varied for a deduplicated bitmask table).
+
+Distances and means are float32 sums in another order than the native
+kernel's, so a point almost equidistant from two centroids may land in the
+other one: on data with clear clusters the masks are the native ones.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import torch
+from torch.nn.attention.flex_attention import BlockMask
+
+from .. import _core
+from .kernel import run_flex
+
+_MASK64 = (1 << 64) - 1
+# Inference only: the transposed (q-block) lists serve the backward pass.
+_NO_Q_BLOCKS = ({"compute_q_blocks": False}
+                if "compute_q_blocks" in BlockMask.from_kv_blocks.__code__.co_varnames else {})
+_CHUNK_ELEMENTS = 1 << 27
+
+
+def _mix64(z: int) -> int:
+    z = (z + 0x9E3779B97F4A7C15) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)
+
+
+def hash_combine(seed: int, value: int) -> int:
+    """The library's hash_combine (src/masks/mask_util.h)."""
+    return _mix64(seed ^ _mix64(value))
+
+
+def _assign(points, centroids):
+    """Nearest centroid per point: [H, n] int64 (lowest index on a tie)."""
+    heads, n, _ = points.shape
+    k = centroids.shape[1]
+    norms = (centroids * centroids).sum(-1)
+    step = max(1, _CHUNK_ELEMENTS // max(1, heads * k))
+    labels = []
+    for i in range(0, n, step):
+        block = points[:, i:i + step]
+        labels.append((norms[:, None, :] - 2.0 * block @ centroids.transpose(1, 2)).argmin(-1))
+    return torch.cat(labels, dim=1)
+
+
+def kmeans(points, clusters: int, seed: int, iterations: int, tolerance: float, warm=None):
+    """Batched Lloyd k-means of points [H, n, d] float32: (centroids, labels, sizes)."""
+    heads, n, d = points.shape
+    if warm is None:
+        first = torch.as_tensor(np.asarray(_core.kmeans_initial_indices(n, clusters, seed)),
+                                device=points.device)
+        centroids = points.index_select(1, first).clone()
+    else:
+        centroids = warm.clone()
+    active = torch.ones(heads, dtype=torch.bool, device=points.device)
+    labels = torch.zeros((heads, n), dtype=torch.int64, device=points.device)
+    for _ in range(iterations):
+        new = _assign(points, centroids)
+        labels = torch.where(active[:, None], new, labels)
+        sizes = torch.zeros((heads, clusters), dtype=torch.float64, device=points.device)
+        sizes.scatter_add_(1, labels, torch.ones_like(labels, dtype=torch.float64))
+        sums = torch.zeros((heads, clusters, d), dtype=torch.float64, device=points.device)
+        sums.scatter_add_(1, labels[..., None].expand(-1, -1, d), points.double())
+        means = torch.where(sizes[..., None] > 0, sums / sizes.clamp(min=1)[..., None],
+                            centroids.double()).float()
+        moved = ((means.double() - centroids.double()) ** 2).sum(-1).sqrt().amax(-1)
+        centroids = torch.where(active[:, None, None], means, centroids)
+        active = active & (moved >= tolerance)
+    sizes = torch.zeros((heads, clusters), dtype=torch.int64, device=points.device)
+    sizes.scatter_add_(1, labels, torch.ones_like(labels))
+    return centroids, labels, sizes
+
+
+def select_pairs(cq, ck, sizes_q, sizes_k, scale, density, min_kc_ratio, tokens, text):
+    """The kept pairs [H, qc, kc] (bool) of the native rule, top-p meeting `density`."""
+    heads, qc, kc = cq.shape[0], cq.shape[1], ck.shape[1]
+    nonempty = sizes_k > 0
+    logits = torch.log(sizes_k.double().clamp(min=1))[:, None, :] + scale * (
+        cq.double() @ ck.double().transpose(1, 2))
+    logits = logits.masked_fill(~nonempty[:, None, :], float("-inf"))
+    weights = torch.softmax(logits, dim=-1)
+    order = torch.sort(logits, dim=-1, descending=True, stable=True).indices
+    cumulative = torch.cumsum(weights.gather(-1, order), dim=-1)
+    width = nonempty.sum(-1)  # [H]
+    minimum = torch.clamp(torch.full_like(width, math.ceil(min_kc_ratio * kc - 1e-9)), min=1)
+    minimum = torch.minimum(minimum, width)
+    key_sizes = torch.cumsum(sizes_k.double()[:, None, :].expand(-1, qc, -1).gather(-1, order),
+                             dim=-1)
+
+    def prefix(p):  # [H, qc]: key clusters kept by each query cluster at top-p p ([H])
+        reach = torch.searchsorted(cumulative, p[:, None, None].expand(-1, qc, 1).contiguous())
+        return torch.minimum(torch.maximum(reach[..., 0] + 1, minimum[:, None]), width[:, None])
+
+    n, t = float(tokens), float(text)
+
+    def kept_density(p):
+        m = prefix(p)
+        keys = key_sizes.gather(-1, (m - 1).clamp(min=0)[..., None])[..., 0]
+        return (2 * t * n - t * t + (sizes_q.double() * keys).sum(-1)) / (n * n)
+
+    lo = torch.zeros(heads, dtype=torch.float64, device=cq.device)
+    hi = torch.ones_like(lo)
+    for _ in range(50):
+        mid = 0.5 * (lo + hi)
+        below = kept_density(mid) < density
+        lo, hi = torch.where(below, mid, lo), torch.where(below, hi, mid)
+    p = torch.where(density - kept_density(lo) <= kept_density(hi) - density, lo, hi)
+    m = prefix(p)
+    rank = torch.arange(kc, device=cq.device)
+    kept_sorted = rank[None, None, :] < m[..., None]
+    kept = torch.zeros((heads, qc, kc), dtype=torch.bool, device=cq.device)
+    return kept.scatter_(-1, order, kept_sorted)
+
+
+def cluster_ranks(kept, sizes_q, sizes_k, sweeps=4):
+    """Compact ranks (non-empty clusters only, in run order; -1 for empty ones)."""
+    heads, qc, kc = kept.shape
+    w_q = sizes_q.double() + 1e-3
+    w_k = sizes_k.double() + 1e-3
+    k_fallback = qc + torch.arange(kc, device=kept.device, dtype=torch.float64)
+    q_pos = torch.arange(qc, device=kept.device, dtype=torch.float64).expand(heads, qc)
+    keptf = kept.double()
+
+    def ranks(position):
+        sequence = torch.sort(position, dim=-1, stable=True).indices
+        return torch.empty_like(sequence).scatter_(
+            -1, sequence, torch.arange(position.shape[-1], device=position.device).expand_as(
+                sequence)).double()
+
+    q_pos = ranks(q_pos)
+    for sweep in range(sweeps):
+        weight = torch.einsum("ha,hab->hb", w_q, keptf)
+        total = torch.einsum("ha,hab->hb", w_q * q_pos, keptf)
+        k_pos = ranks(torch.where(weight > 0, total / weight.clamp(min=1e-300), k_fallback))
+        if sweep + 1 == sweeps:
+            break
+        weight = torch.einsum("hab,hb->ha", keptf, w_k)
+        total = torch.einsum("hab,hb->ha", keptf, w_k * k_pos)
+        q_pos = ranks(torch.where(weight > 0, total / weight.clamp(min=1e-300), q_pos))
+
+    def compact(position, sizes):  # empty clusters last, ranks among the non-empty
+        position = torch.where(sizes > 0, position, position + 1e9)
+        r = ranks(position).long()
+        return torch.where(sizes > 0, r, torch.full_like(r, -1))
+
+    return compact(q_pos, sizes_q), compact(k_pos, sizes_k)
+
+
+def run_order(labels, crank, video_begin, tokens, text_range):
+    """[H, N] source rows in run order: video rows by compact cluster rank (token order
+    within a cluster), then text; and the compact rank of each run position (-1: text)."""
+    heads, length = labels.shape
+    key = crank.gather(1, labels)
+    video = torch.sort(key, dim=1, stable=True).indices + video_begin
+    text = torch.arange(*text_range, device=labels.device).expand(heads, -1)
+    source = torch.cat([video, text], dim=1)
+    ranks = torch.cat([torch.sort(key, dim=1, stable=True).values,
+                       torch.full((heads, tokens - length), -1, device=labels.device,
+                                  dtype=key.dtype)], dim=1)
+    return source, ranks
+
+
+def block_lists(kind):
+    """[1, H, Qb, KVb] lists (counts and ascending indices) of the tiles where kind holds."""
+    counts = kind.sum(-1).to(torch.int32)
+    indices = torch.sort((~kind).to(torch.int8), dim=-1, stable=True).indices.to(torch.int32)
+    return counts[None], indices[None]
+
+
+def classify_tiles(q_rank, k_rank, compact, video, tokens, block_q, block_kv):
+    """Tile kinds in run order from cluster ranks: (full, partial) bool [H, Qb, KVb].
+
+    A q-block's video rows cover the compact query clusters [a0, a1] (sorted, so
+    every non-empty cluster between them appears) and its text rows keep every
+    key; likewise for kv-blocks. A 2-D prefix sum of the compact kept pairs
+    counts the kept cluster pairs of a tile's rectangle in O(1)."""
+    heads, qn, kn = compact.shape
+    prefix = torch.zeros((heads, qn + 1, kn + 1), dtype=torch.int64, device=compact.device)
+    prefix[:, 1:, 1:] = compact.long().cumsum(1).cumsum(2)
+
+    def ranges(rank, block):
+        starts = torch.arange(0, tokens, block, device=rank.device)
+        has_video = starts < video
+        last = torch.clamp(torch.clamp(starts + block, max=video) - 1, min=0, max=video - 1)
+        first = rank.gather(1, torch.clamp(starts, max=video - 1).expand(heads, -1))
+        end = rank.gather(1, last.expand(heads, -1))
+        first = torch.where(has_video, first, torch.zeros_like(first))
+        end = torch.where(has_video, end, torch.full_like(end, -1))
+        return first, end, torch.clamp(starts + block, max=tokens) > video
+
+    a0, a1, text_rows = ranges(q_rank, block_q)
+    b0, b1, text_cols = ranges(k_rank, block_kv)
+    flat = prefix.view(heads, -1)
+    width = kn + 1
+
+    def at(rows, cols):
+        index = rows[:, :, None] * width + cols[:, None, :]
+        return flat.gather(1, index.view(heads, -1)).view(index.shape)
+
+    count = at(a1 + 1, b1 + 1) - at(a0, b1 + 1) - at(a1 + 1, b0) + at(a0, b0)
+    area = (a1 - a0 + 1)[:, :, None] * (b1 - b0 + 1)[:, None, :]
+    full = count == area  # an area of 0: only text pairs, all kept
+    empty = (count == 0) & (area > 0) & ~text_rows[None, :, None] & ~text_cols[None, None, :]
+    return full, ~full & ~empty
+
+
+class DeviceClusters:
+    """svg2 on the device for one VideoAttention: k-means warm starts per (layer, head)."""
+
+    def __init__(self, geometry, options):
+        self.geometry = geometry
+        self.density = options["density"]
+        self.seed = options["seed"]
+        self.query_clusters = 300 if geometry.tokens_per_frame >= 3600 else 200
+        self.key_clusters = 1000
+        self.min_kc_ratio = min(0.1, self.density / 2.0)
+        self.first_iterations, self.warm_iterations, self.tolerance = 50, 2, 1e-4
+        self.layer = 0
+        self.warm: dict = {}
+
+    def reset(self) -> None:
+        self.warm.clear()
+
+    def _ranges(self):
+        g = self.geometry
+        n, text = g.tokens, g.text_tokens
+        if g.text_at == "before":
+            return (text, n), (0, text)
+        return (0, n - text), (n - text, n)
+
+    def _cluster(self, points, which, clusters, heads):
+        salt = 1 if which == "q" else 2
+        keys = [(self.layer, which, h) for h in heads]
+        warm = [self.warm.get(key) for key in keys]
+        use_warm = all(w is not None and w.shape == (clusters, points.shape[2]) for w in warm)
+        centroids, labels, sizes = kmeans(
+            points, clusters, hash_combine(self.seed, salt),
+            self.warm_iterations if use_warm else self.first_iterations, self.tolerance,
+            torch.stack(warm) if use_warm else None)
+        for key, c in zip(keys, centroids):
+            self.warm[key] = c
+        return centroids, labels, sizes
+
+    def run(self, video_attention, q, k, v, group, need_lse, info):
+        """Heads `group` of one batch entry (q, k, v [1, h, N, d]) on their own clusters."""
+        start = time.perf_counter()
+        (v0, v1), text_range = self._ranges()
+        n, length, text = self.geometry.tokens, v1 - v0, self.geometry.text_tokens
+        qc, kc = min(self.query_clusters, length), min(self.key_clusters, length)
+        d = int(q.shape[3])
+        scale = video_attention.scale if video_attention.scale is not None else d ** -0.5
+        cq, lq, sq = self._cluster(q[0, :, v0:v1].float(), "q", qc, group)
+        ck, lk, sk = self._cluster(k[0, :, v0:v1].float(), "k", kc, group)
+        kept = select_pairs(cq, ck, sq, sk, scale, self.density, self.min_kc_ratio, n, text)
+        q_crank, k_crank = cluster_ranks(kept, sq, sk)
+        heads = len(group)
+        compact = torch.zeros((heads, qc + 1, kc + 1), dtype=torch.uint8, device=q.device)
+        rows = torch.where(q_crank >= 0, q_crank, torch.full_like(q_crank, qc))
+        cols = torch.where(k_crank >= 0, k_crank, torch.full_like(k_crank, kc))
+        index = torch.arange(heads, device=q.device)[:, None, None]
+        compact[index, rows[:, :, None], cols[:, None, :]] = kept.to(torch.uint8)
+        compact = compact[:, :qc, :kc].contiguous()
+        q_source, q_rank = run_order(lq, q_crank, v0, n, text_range)
+        k_source, k_rank = run_order(lk, k_crank, v0, n, text_range)
+        clustered = time.perf_counter() - start
+        start = time.perf_counter()
+        bq, bk = video_attention.block
+        full, partial = classify_tiles(q_rank, k_rank, compact.bool(), length, n, bq, bk)
+        partial_num, partial_idx = block_lists(partial)
+        full_num, full_idx = block_lists(full)
+        q_rank32, k_rank32 = q_rank.to(torch.int32), k_rank.to(torch.int32)
+
+        def mask_mod(b, h, q_idx, kv_idx):
+            a, c = q_rank32[h, q_idx], k_rank32[h, kv_idx]
+            pair = compact[h, torch.clamp(a, min=0), torch.clamp(c, min=0)]
+            return (a < 0) | (c < 0) | (pair != 0)
+
+        block_mask = BlockMask.from_kv_blocks(partial_num, partial_idx, full_num, full_idx,
+                                              BLOCK_SIZE=(bq, bk), mask_mod=mask_mod,
+                                              seq_lengths=(n, n), **_NO_Q_BLOCKS)
+        planned = time.perf_counter() - start
+        start = time.perf_counter()
+        gather = lambda x, source: x.gather(  # noqa: E731
+            2, source[None, :, :, None].expand(-1, -1, -1, x.shape[3]))
+        qr, kr, vr = gather(q, q_source), gather(k, k_source), gather(v, k_source)
+        out_run, lse_run = run_flex(qr, kr, vr, block_mask, video_attention.scale,
+                                    compile=video_attention.compile, return_lse=need_lse)
+        out = torch.empty_like(out_run).scatter_(
+            2, q_source[None, :, :, None].expand(-1, -1, -1, out_run.shape[3]), out_run)
+        lse = torch.empty_like(lse_run).scatter_(2, q_source[None], lse_run) if need_lse else None
+        permute = time.perf_counter() - start
+        self._report(info, group, kept, sq, sk, full | partial, n, text, bq, bk, clustered,
+                     planned, permute)
+        return out, lse
+
+    def _report(self, info, group, kept, sq, sk, visited, n, text, bq, bk, clustered, planned,
+                permute):
+        pairs = (kept.double() * sq.double()[:, :, None] * sk.double()[:, None, :]).sum((1, 2))
+        density = (pairs + 2 * text * n - text * text) / (n * n)
+        rows = torch.clamp(n - torch.arange(0, n, bq, device=kept.device), max=bq).double()
+        cols = torch.clamp(n - torch.arange(0, n, bk, device=kept.device), max=bk).double()
+        tiles = (visited.double() * rows[None, :, None] * cols[None, None, :]).sum((1, 2)) / (n * n)
+        for h, dens, frac in zip(group, density.tolist(), tiles.tolist()):
+            info[h].update(density=dens, tiles_visited=frac, cluster_seconds=clustered / len(group),
+                           plan_seconds=planned / len(group),
+                           permute_seconds=permute / len(group))

@@ -1,0 +1,159 @@
+"""FlexAttention BlockMasks from tilesplash plans, on any device.
+
+A BlockMask has the plan's structure already: empty tiles absent, full tiles
+in full_kv_* (no mask function called), partial tiles in kv_* with a
+mask_mod. What a plan adds is the mask_mod: one generic function,
+`table_mask_mod`, reads the tile kind and the bitmask table of the plan of
+the query's head and is exact on every pair, not only inside partial tiles
+(eager FlexAttention ignores the block lists and calls mask_mod on every
+pair). Heads that run the same mask share one plan's tables: a layer whose
+40 heads run two masks holds two tile tables, not forty, and a `head_plan`
+vector maps each head to its tables.
+
+The tables are padded to powers of two (plans, distinct partial tiles) so
+that a compiled FlexAttention sees few distinct table shapes: a new mask of
+the same lengths seldom recompiles it.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+import torch
+from torch.nn.attention.flex_attention import BlockMask
+
+from .tables import FULL, PARTIAL_BASE, PlanTables, plan_tables
+
+_DEVICE_CACHE: OrderedDict = OrderedDict()
+_MASK_CACHE: OrderedDict = OrderedDict()
+_CAPACITY = 64
+_COMPUTE_Q_BLOCKS = "compute_q_blocks" in BlockMask.from_kv_blocks.__code__.co_varnames
+
+
+def _power_of_two(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def table_mask_mod(head_plan, tiles, words, block_q: int, block_kv: int, head_step: int):
+    """The generic mask_mod over plan tables.
+
+    head_plan: int32 [H] (the plan index of each head; head_step 0 for a mask
+    shared by every head); tiles: int32 [plans, q_blocks, kv_blocks] with 0
+    empty, 1 full, 2 + id partial (ids global over `words`); words: int32
+    [distinct, block_q, words32]. Kept = the tile is full, or partial with
+    the pair's bit set.
+    """
+    q_blocks, kv_blocks = int(tiles.shape[1]), int(tiles.shape[2])
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        plan = head_plan[h * head_step]
+        q_block = torch.clamp(q_idx // block_q, max=q_blocks - 1)
+        kv_block = torch.clamp(kv_idx // block_kv, max=kv_blocks - 1)
+        tile = tiles[plan, q_block, kv_block]
+        column = kv_idx - kv_block * block_kv
+        word = words[torch.clamp(tile - PARTIAL_BASE, min=0), q_idx - q_block * block_q,
+                     column // 32]
+        bit = (word >> (column % 32)) & 1
+        return (tile == FULL) | ((tile >= PARTIAL_BASE) & (bit != 0))
+
+    return mask_mod
+
+
+class DeviceTables:
+    """One plan's tables on one device."""
+
+    __slots__ = ("host", "partial_num", "partial_idx", "full_num", "full_idx", "tiles", "words")
+
+    def __init__(self, host: PlanTables, device):
+        self.host = host
+        put = lambda a: torch.from_numpy(np.array(a, order="C")).to(device)  # noqa: E731
+        self.partial_num = put(host.partial_num)
+        self.partial_idx = put(host.partial_idx)
+        self.full_num = put(host.full_num)
+        self.full_idx = put(host.full_idx)
+        self.tiles = put(host.tiles)
+        self.words = put(host.words)
+
+
+def _lru_get(cache: OrderedDict, key):
+    found = cache.get(key)
+    if found is not None:
+        cache.move_to_end(key)
+    return found
+
+
+def _lru_put(cache: OrderedDict, key, value):
+    cache[key] = value
+    while len(cache) > _CAPACITY:
+        cache.popitem(last=False)
+    return value
+
+
+def device_tables(mask, q_len, kv_len, block_q, block_kv, window, device) -> DeviceTables:
+    key = (mask, q_len, kv_len, block_q, block_kv, tuple(window), str(device))
+    found = _lru_get(_DEVICE_CACHE, key)
+    if found is None:
+        host = plan_tables(mask, q_len, kv_len, block_q, block_kv, window)
+        found = _lru_put(_DEVICE_CACHE, key, DeviceTables(host, device))
+    return found
+
+
+def assemble(plans: list, head_plan, block_q: int, block_kv: int, q_len: int, kv_len: int,
+             device, per_head: bool) -> BlockMask:
+    """A BlockMask from distinct plans' DeviceTables and each head's plan index.
+
+    per_head False: one plan for every head (arrays [1, 1, ...]); else
+    [1, H, ...] with head h running plans[head_plan[h]].
+    """
+    words_rows, bases = 0, []
+    for p in plans:
+        bases.append(words_rows)
+        words_rows += int(p.words.shape[0])
+    first = plans[0]
+    words = torch.zeros((_power_of_two(max(words_rows, 1)),) + tuple(first.words.shape[1:]),
+                        dtype=torch.int32, device=device)
+    tiles = torch.zeros((_power_of_two(len(plans)),) + tuple(first.tiles.shape),
+                        dtype=torch.int32, device=device)
+    for i, (p, base) in enumerate(zip(plans, bases)):
+        if p.words.shape[0]:
+            words[base:base + p.words.shape[0]] = p.words
+        tiles[i] = torch.where(p.tiles >= PARTIAL_BASE, p.tiles + base, p.tiles)
+    if per_head:
+        index = torch.as_tensor(np.asarray(head_plan, dtype=np.int64), device=device)
+        stack = lambda name: torch.stack([getattr(p, name) for p in plans])[index][None]  # noqa: E731
+        head_step = 1
+    else:
+        stack = lambda name: getattr(first, name)[None, None]  # noqa: E731
+        head_step = 0
+    head_table = torch.as_tensor(np.asarray(head_plan if per_head else [0], dtype=np.int32),
+                                 device=device)
+    mask_mod = table_mask_mod(head_table, tiles, words, block_q, block_kv, head_step)
+    extra = {"compute_q_blocks": False} if _COMPUTE_Q_BLOCKS else {}
+    return BlockMask.from_kv_blocks(
+        stack("partial_num"), stack("partial_idx"), stack("full_num"), stack("full_idx"),
+        BLOCK_SIZE=(block_q, block_kv), mask_mod=mask_mod, seq_lengths=(q_len, kv_len), **extra)
+
+
+def block_mask_for(masks, q_len: int, kv_len: int, block_q: int, block_kv: int, device,
+                   window=(0, 0, 0, 0), per_head: bool | None = None) -> BlockMask:
+    """The cached BlockMask of one mask (every head) or a per-head list of masks
+    (None for a head that keeps nothing: its output is 0 and its LSE -inf, at no
+    cost in compiled FlexAttention, which visits no tile of it)."""
+    if per_head is None:
+        per_head = isinstance(masks, (list, tuple))
+    heads = list(masks) if per_head else [masks]
+    key = (tuple(heads), per_head, q_len, kv_len, block_q, block_kv, tuple(window), str(device))
+    found = _lru_get(_MASK_CACHE, key)
+    if found is not None:
+        return found
+    distinct: dict = {}
+    head_plan = [distinct.setdefault(m, len(distinct)) for m in heads]
+    plans = [device_tables(m, q_len, kv_len, block_q, block_kv, window, device) for m in distinct]
+    return _lru_put(_MASK_CACHE, key, assemble(plans, head_plan, block_q, block_kv, q_len, kv_len,
+                                               device, per_head))
+
+
+def clear_caches() -> None:
+    _DEVICE_CACHE.clear()
+    _MASK_CACHE.clear()

@@ -1,0 +1,308 @@
+"""VideoAttention(..., backend="flex"): routed video attention through FlexAttention.
+
+The native router's decisions (router.py), then every head of a batch entry
+runs in a few FlexAttention calls, one per group of heads that share a row
+order:
+
+- heads in the original order (dense, spatial, radial, ...) run their
+  candidate's whole mask, sink included, in one call with a per-head
+  BlockMask ([1, H, ...], heads with the same mask share one plan);
+- heads whose candidate runs in another order (temporal in token-major,
+  sta in tile-major) have their Q, K, V rows gathered into that order with
+  device indexing, run the candidate's run-order mask (the band plan the
+  spatial heads' plan is cut from), run the separate key segment (Wan's
+  first-frame sink, every F-th key in token-major order) as a second call,
+  merge the two through their LSEs and scatter the rows back;
+- svg2 heads run their own clusters (clusters.py).
+
+strategy="per_head" runs every routed head in the original order instead
+(temporal and sta masks planned where they are scattered): no gathers, but
+many more partial tiles; docs/gpu.md gives the CPU measurement behind the
+default, "permute".
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+
+import numpy as np
+import torch
+
+from .._mask import Mask
+from .attention import check_device, check_finite, from_bhnd, lse_to_layout, to_bhnd
+from .kernel import run_flex
+from .masks import block_mask_for
+from .router import decide, sampled_mse
+from .tables import plan_tables
+from .tuning import kernel_options_for
+
+STRATEGIES = ("permute", "per_head")
+
+
+def _synchronize(device) -> None:
+    """Timings of work queued on a GPU count once it has run."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def merge_lse(out_a, lse_a, out_b, lse_b):
+    """Exact merge of two attention results of the same queries over disjoint keys
+    (float32; rows whose two LSEs are -inf give 0 and -inf)."""
+    lse = torch.logaddexp(lse_a, lse_b)
+    safe = torch.where(torch.isfinite(lse), lse, torch.zeros_like(lse))
+    wa = torch.where(torch.isfinite(lse_a), torch.exp(lse_a - safe), torch.zeros_like(lse_a))
+    wb = torch.where(torch.isfinite(lse_b), torch.exp(lse_b - safe), torch.zeros_like(lse_b))
+    out = wa[..., None] * out_a.float() + wb[..., None] * out_b.float()
+    return out, lse
+
+
+def visited_pairs(tables) -> float:
+    """Pairs inside the tiles a plan visits (ragged edge tiles counted in range)."""
+    rows = np.minimum(tables.block_q, tables.q_len - tables.block_q * np.arange(tables.q_blocks))
+    cols = np.minimum(tables.block_kv,
+                      tables.kv_len - tables.block_kv * np.arange(tables.kv_blocks))
+    return float(((tables.tiles != 0) * rows[:, None] * cols[None, :]).sum())
+
+
+class FlexVideo:
+    """The flex execution of one tilesplash.VideoAttention (its owner)."""
+
+    def __init__(self, owner, *, dense_layers, dense_steps, force, density_budget, scale,
+                 block_q, block_kv, strategy="permute", compile=None):
+        if strategy not in STRATEGIES:
+            raise ValueError(f"strategy: expected 'permute' or 'per_head', got {strategy!r}")
+        self.owner = owner
+        self.dense_layers, self.dense_steps = dense_layers, dense_steps
+        self.force, self.density_budget, self.scale = force, density_budget, scale
+        self.block = (block_q or 128, block_kv or 128)
+        self.strategy, self.compile = strategy, compile
+        self.tokens = owner.geometry.tokens
+        self.candidates = owner.candidates
+        self.runs = {name: owner.candidate_run(name) for name, _ in self.candidates}
+        self.density = dict(self.candidates)
+        self._orders: dict = {}
+        self._row_masks: OrderedDict = OrderedDict()
+        self._visited_cache: dict = {}
+        self.clusters = None
+        if owner.method == "svg2":
+            from .clusters import DeviceClusters
+
+            self.clusters = DeviceClusters(owner.geometry, owner._svg2)
+
+    # -- routing -----------------------------------------------------------------------------
+
+    def _rows(self, layer, step, device):
+        key = (layer, step, str(device))
+        found = self._row_masks.get(key)
+        if found is None:
+            rows = self.owner.sampled_rows(layer, step)
+            masks = np.stack([self.owner.mask(name).rows(rows, self.tokens)
+                              for name, _ in self.candidates])
+            found = (torch.as_tensor(rows, device=device), torch.as_tensor(masks, device=device))
+            self._row_masks[key] = found
+            while len(self._row_masks) > 4:  # CFG calls each layer and step twice
+                self._row_masks.popitem(last=False)
+        return found
+
+    def route(self, qb, kb, vb, layer, step, scale):
+        """[(index of choice, MSE row)] per head of one batch entry."""
+        rows, row_masks = self._rows(layer, step, qb.device)
+        table = sampled_mse(qb, kb, vb, rows, row_masks, scale)
+        return [(decide(self.candidates, row, self.density_budget), row) for row in table]
+
+    # -- execution ---------------------------------------------------------------------------
+
+    def _order(self, name, which, device):
+        key = (name, which, str(device))
+        found = self._orders.get(key)
+        if found is None:
+            run = self.runs[name]
+            order = run["order"] if which == "q" or run["kv_order"] is None else run["kv_order"]
+            found = self._orders[key] = torch.as_tensor(order, device=device)
+        return found
+
+    def _visited(self, mask, q_len, kv_len) -> float:
+        """Pairs inside the tiles the plan of `mask` visits."""
+        key = (mask, q_len, kv_len)
+        if key not in self._visited_cache:
+            tables = plan_tables(mask, q_len, kv_len, *self.block)
+            self._visited_cache[key] = visited_pairs(tables)
+        return self._visited_cache[key]
+
+    def _flex(self, q, k, v, masks, kv_len, need_lse):
+        bm = block_mask_for(list(masks), self.tokens, kv_len, *self.block, q.device)
+        # Tuned kernel options (GPUs): those of the first head's mask family and shape.
+        first = next((m for m in masks if m is not None), None)
+        options = None if first is None else kernel_options_for(
+            q.device, first, self.tokens, kv_len, int(q.shape[3]), q.dtype, self.block)
+        return run_flex(q, k, v, bm, self.scale, compile=self.compile, return_lse=need_lse,
+                        kernel_options=options)
+
+    def _groups(self, choices):
+        """{group key: [heads]}: ("original",) or ("order", name-of-order, extra) or ("svg2",)."""
+        groups: dict = {}
+        for h, choice in enumerate(choices):
+            if choice == "svg2":
+                key = ("svg2",)
+            elif choice == "dense" or self.strategy == "per_head":
+                key = ("original",)
+            else:
+                run = self.runs[choice]
+                if run["order"] is None and run["kv_order"] is None:
+                    key = ("original",)
+                else:
+                    extra = run["extra"]
+                    key = ("order", run["order_name"],
+                           None if extra is None else (extra["first"], extra["count"],
+                                                       extra["stride"]))
+            groups.setdefault(key, []).append(h)
+        return groups
+
+    def run_batch_entry(self, qb, kb, vb, choices, need_lse, info):
+        """Every head of one batch entry ([1, H, N, d] views) under its choice.
+        Returns (out [1, H, N, dv], lse [1, H, N] or None).
+
+        Every FlexAttention call takes all H heads, the heads of other groups
+        under an empty mask (no tile visited): the calls' shapes never depend
+        on how the router split the heads, so a compiled kernel serves every
+        layer and step of a shape instead of recompiling for each split."""
+        heads = int(qb.shape[1])
+        n = self.tokens
+        parts = []
+        groups = self._groups(choices)
+        for key, group in groups.items():
+            members = set(group)
+            if key[0] == "original":
+                masks = [None if h not in members else Mask.dense() if choices[h] == "dense"
+                         else self.runs[choices[h]]["mask"] for h in range(heads)]
+                o, l = self._flex(qb, kb, vb, masks, n, need_lse)
+                for h in group:
+                    info[h]["tiles_visited"] = self._visited(masks[h], n, n) / (n * n)
+            elif key[0] == "order":
+                o, l = self._run_permuted(qb, kb, vb, choices, members, need_lse, info)
+            else:
+                o, l = self.clusters.run(self, qb, kb, vb, group, need_lse, info)
+            parts.append((group, o, l))
+        if len(parts) == 1:
+            return parts[0][1], parts[0][2]
+        out, lse = parts[0][1], parts[0][2]
+        for group, o, l in parts[1:]:
+            chosen = torch.zeros(heads, dtype=torch.bool, device=qb.device)
+            chosen[group] = True
+            out = torch.where(chosen[None, :, None, None], o.to(out.dtype), out)
+            if need_lse:
+                lse = torch.where(chosen[None, :, None], l, lse)
+        return out, lse
+
+    def _run_permuted(self, q, k, v, choices, members, need_lse, info):
+        """The heads in `members` (one row order, one key segment) on rows gathered into
+        their order; every head travels, the others under empty masks."""
+        n, heads = self.tokens, int(q.shape[1])
+        group = sorted(members)
+        name = choices[group[0]]
+        start = time.perf_counter()
+        q_order = self._order(name, "q", q.device)
+        kv_order = self._order(name, "kv", q.device)
+        qr = q.index_select(2, q_order)
+        kr, vr = k.index_select(2, kv_order), v.index_select(2, kv_order)
+        permute = time.perf_counter() - start
+        runs = [self.runs[choices[h]] if h in members else None for h in range(heads)]
+        extra = self.runs[name]["extra"]
+        masks = [None if r is None else r["run_mask"] for r in runs]
+        o, l = self._flex(qr, kr, vr, masks, n, need_lse or extra is not None)
+        for h in group:
+            info[h]["tiles_visited"] = self._visited(masks[h], n, n) / (n * n)
+        if extra is not None:
+            keys = torch.arange(extra["count"], device=q.device) * extra["stride"] + extra["first"]
+            ks, vs = kr.index_select(2, keys), vr.index_select(2, keys)
+            masks = [None if r is None else r["extra"]["mask"] for r in runs]
+            o2, l2 = self._flex(qr, ks, vs, masks, extra["count"], True)
+            o, l = merge_lse(o, l, o2, l2)
+            for h in group:
+                info[h]["tiles_visited"] += self._visited(masks[h], n, extra["count"]) / (n * n)
+        start = time.perf_counter()
+        out = torch.empty_like(o, dtype=q.dtype).index_copy_(2, q_order, o.to(q.dtype))
+        lse = torch.empty_like(l).index_copy_(2, q_order, l) if need_lse else None
+        permute += time.perf_counter() - start
+        for h in group:
+            info[h]["permute_seconds"] = permute / len(group)
+        return out, lse
+
+    # -- the call ----------------------------------------------------------------------------
+
+    def forward(self, q, k, v, layer, step, layout, return_lse):
+        start = time.perf_counter()
+        check_device(q)
+        qb, kb, vb = (to_bhnd(x, layout) for x in (q, k, v))
+        for name, x in (("q", qb), ("k", kb), ("v", vb)):
+            if int(x.shape[2]) != self.tokens:
+                raise ValueError(f"{name}: expected the geometry's {self.tokens} tokens, got "
+                                 f"{int(x.shape[2])}")
+            if x.shape[1] != qb.shape[1] or x.shape[0] != qb.shape[0]:
+                raise ValueError(f"{name}: expected q's batch and heads {tuple(qb.shape[:2])}, "
+                                 f"got {tuple(x.shape[:2])}")
+        if kb.shape[3] != qb.shape[3]:
+            raise ValueError(f"k: expected q's head dim {qb.shape[3]}, got {kb.shape[3]}")
+        check_finite(q, k, v)
+        if self.clusters is not None:
+            self.clusters.layer = layer
+        batch, heads, d = (int(s) for s in (qb.shape[0], qb.shape[1], qb.shape[3]))
+        scale = self.scale if self.scale is not None else d ** -0.5
+        warmup = layer < self.dense_layers or step < self.dense_steps
+        routed = not warmup and self.force is None and len(self.candidates) > 1
+        report = {"heads": [], "method": self.owner.method, "band": self.owner.band,
+                  "warmup": warmup, "block_q": self.block[0], "block_kv": self.block[1],
+                  "blocks_tuned": False, "backend": "flex", "strategy": self.strategy}
+        totals = dict.fromkeys(("routing_seconds", "plan_seconds", "cluster_seconds",
+                                "permute_seconds", "attention_seconds"), 0.0)
+        outs, lses = [], []
+        for b in range(batch):
+            qe, ke, ve = qb[b:b + 1], kb[b:b + 1], vb[b:b + 1]
+            decisions = None
+            if routed:
+                routing_start = time.perf_counter()
+                decisions = self.route(qe[0], ke[0], ve[0], layer, step, scale)
+                totals["routing_seconds"] += time.perf_counter() - routing_start
+                choices = [self.candidates[i][0] for i, _ in decisions]
+            elif warmup:
+                choices = ["dense"] * heads
+            elif self.force is not None:
+                choices = [self.force] * heads
+            elif self.clusters is not None:
+                choices = ["svg2"] * heads
+            else:
+                choices = [self.candidates[0][0]] * heads
+            info = [self._head_report(b, h, choices[h], routed,
+                                      None if decisions is None else decisions[h][1])
+                    for h in range(heads)]
+            attention_start = time.perf_counter()
+            out, lse = self.run_batch_entry(qe, ke, ve, choices, return_lse, info)
+            _synchronize(q.device)
+            seconds = time.perf_counter() - attention_start
+            totals["attention_seconds"] += seconds
+            for h in info:
+                h["seconds"] = seconds / heads
+                for name in ("permute_seconds", "cluster_seconds", "plan_seconds"):
+                    totals[name] += h[name]
+            report["heads"].extend(info)
+            outs.append(out)
+            lses.append(lse)
+        out = outs[0] if batch == 1 else torch.cat(outs)
+        report.update(totals)
+        report["total_seconds"] = report["seconds"] = time.perf_counter() - start
+        result = from_bhnd(out.to(q.dtype), layout)
+        if not return_lse:
+            return result, report
+        lse = lses[0] if batch == 1 else torch.cat(lses)
+        return result, lse_to_layout(lse, layout), report
+
+    def _head_report(self, batch, head, choice, routed, mse_row):
+        mse = {} if mse_row is None else {name: float(x) for (name, _), x
+                                          in zip(self.candidates, mse_row)}
+        return {"batch": batch, "head": head, "choice": choice, "routed": routed,
+                "mse_spatial": mse.get("spatial") if routed else None,
+                "mse_temporal": mse.get("temporal") if routed else None, "mse": mse,
+                "density": 1.0 if choice == "dense" else self.density.get(choice, 0.0),
+                "tiles_visited": 1.0, "seconds": 0.0, "permute_seconds": 0.0,
+                "cluster_seconds": 0.0, "plan_seconds": 0.0}

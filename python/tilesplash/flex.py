@@ -1,0 +1,81 @@
+"""tilesplash plans as PyTorch FlexAttention BlockMasks, on any device.
+
+    import tilesplash.flex
+    bm = tilesplash.flex.block_mask("spatial:frames=21,height=30,width=52,density=0.25,sink",
+                                    32760, device="cuda")
+    out = torch.compile(flex_attention)(q, k, v, block_mask=bm)
+
+    out = tilesplash.attention(q_cuda, k_cuda, v_cuda, mask=spec)      # backend="auto": flex
+    out = tilesplash.attention(q_cpu, k_cpu, v_cpu, mask=spec, backend="flex")
+
+A BlockMask holds a plan's structure (empty tiles absent, full tiles without
+mask_mod, partial tiles with it) and one generic mask_mod that reads the
+plan's tile table and deduplicated bitmask table, exact on every pair, so
+eager FlexAttention (which calls mask_mod everywhere) is exact too. Building
+one from a plan takes milliseconds where create_block_mask evaluates the mask
+on every pair (bench/flex_plans.py). docs/gpu.md describes the backend.
+Importing this module imports torch.
+"""
+
+from __future__ import annotations
+
+from ._flex.kernel import RECOMPILE_LIMIT, compiled_flex, run_flex
+from ._flex.masks import block_mask_for, clear_caches as _clear_masks, table_mask_mod
+from ._flex.tables import clear_cache as _clear_tables
+from ._flex.tuning import CANDIDATES, cache_path, kernel_options_for, tune
+from ._mask import as_mask
+from ._tensors import check_int
+from ._window import window_args
+
+__all__ = [
+    "CANDIDATES",
+    "RECOMPILE_LIMIT",
+    "block_mask",
+    "cache_path",
+    "clear_caches",
+    "compiled_flex",
+    "kernel_options_for",
+    "run_flex",
+    "table_mask_mod",
+    "tune",
+]
+
+
+def block_mask(mask, q_len, kv_len=None, *, block_size=128, device=None, q_offset=0, kv_offset=0,
+               q_total=None, kv_total=None):
+    """A torch.nn.attention.flex_attention.BlockMask for a tilesplash mask.
+
+    mask: a SPEC string or tilesplash.Mask (one BlockMask of shape [1, 1, ...]
+    for every head), or a list of them, one per head ([1, H, ...]; heads with
+    equal masks share one plan). The mask applies to the sequence indices as
+    given (a temporal or sta mask on the original token order). q_len x kv_len
+    (kv_len defaults to q_len); block_size: an int or (block_q, block_kv), 128 by
+    default (a multiple of the Triton kernel's BLOCK_M / BLOCK_N on GPUs);
+    device: where the BlockMask's tensors live (default: the CPU). The window
+    arguments plan a window of a larger map, as tilesplash.attention's.
+    Cached by (masks, lengths, block, window, device): asking again costs a
+    dictionary look-up.
+    """
+    import torch
+
+    per_head = isinstance(mask, (list, tuple))
+    masks = [as_mask(m) for m in mask] if per_head else as_mask(mask)
+    if per_head and not masks:
+        raise ValueError("mask: expected a mask or a non-empty list of masks, got an empty list")
+    q_len = check_int(q_len, "q_len", 1)
+    kv_len = q_len if kv_len is None else check_int(kv_len, "kv_len", 1)
+    if isinstance(block_size, (tuple, list)):
+        if len(block_size) != 2:
+            raise ValueError(f"block_size: expected an int or (block_q, block_kv), got {block_size!r}")
+        block_q, block_kv = (check_int(b, "block_size", 1) for b in block_size)
+    else:
+        block_q = block_kv = check_int(block_size, "block_size", 1)
+    window = window_args(q_len, kv_len, q_offset, kv_offset, q_total, kv_total)
+    device = torch.device("cpu") if device is None else torch.device(device)
+    return block_mask_for(masks, q_len, kv_len, block_q, block_kv, device, window, per_head)
+
+
+def clear_caches() -> None:
+    """Forget every cached plan table and BlockMask (host and device)."""
+    _clear_tables()
+    _clear_masks()

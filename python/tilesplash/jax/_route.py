@@ -1,0 +1,235 @@
+"""route(): Sparse VideoGen's online routing in jax.numpy, on the arrays' device.
+
+The candidates, their masks and the sampled query rows come from a
+tilesplash.VideoAttention built with the same options (the CPU front door is
+only asked questions here, it runs nothing), so a JAX pipeline routes exactly
+as tilesplash does: for every head, the sampled rows' exact attention under
+the dense mask and under each candidate (scale 1/sqrt(d) by default), the MSE
+of each against dense (mean over rows and channels), and the candidate of
+smallest MSE among those within density_budget (all when None; the least
+dense one when none is), the first on a tie. Memory: the scores of one head's
+sampled rows at a time, [samples, N], never N x N.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cached_property, lru_cache, partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _core
+from .._tensors import check_int
+from .._video import VideoAttention
+
+
+class Routing:
+    """One routing decision for every head of a layer.
+
+    index: int32 jax.Array [heads] (into `candidates`, on the arrays' device);
+    mse: float32 jax.Array [heads, len(candidates)], each candidate's sampled
+    MSE against dense; choices: the names per head (a host copy of index);
+    run_orders: the row order each head's choice runs in ("original",
+    "token-major" for temporal, "tile-major" for sta); token_major: bool
+    [heads]; permutation / inverse: int64 [N], x_token_major =
+    x[:, permutation], x = x_token_major[:, inverse] (text rows stay); rows:
+    the sampled query rows.
+    """
+
+    def __init__(self, index, mse, candidates, orders, rows, geometry):
+        self.index = index
+        self.mse = mse
+        self.candidates = tuple(candidates)
+        self._orders = tuple(orders)
+        self.rows = rows
+        self.permutation, self.inverse = token_major_permutation(geometry)
+
+    @cached_property
+    def choices(self) -> tuple[str, ...]:
+        return tuple(self.candidates[i] for i in np.asarray(self.index))
+
+    @property
+    def run_orders(self) -> tuple[str, ...]:
+        return tuple(self._orders[self.candidates.index(c)] for c in self.choices)
+
+    @property
+    def token_major(self) -> np.ndarray:
+        return np.array([o == "token-major" for o in self.run_orders], bool)
+
+    def __repr__(self) -> str:
+        return f"Routing({list(self.choices)})"
+
+
+def token_major_permutation(geometry) -> tuple[np.ndarray, np.ndarray]:
+    """(permutation, inverse): video token (f, p) moves from f * P + p to p * F + f
+    (after any text before it); text rows stay in place."""
+    if not isinstance(geometry, _core.VideoGeometry):
+        raise TypeError(f"geometry: expected a tilesplash.VideoGeometry, got "
+                        f"{type(geometry).__name__}")
+    return _permutation(str(geometry))
+
+
+@lru_cache(maxsize=16)
+def _permutation(spec: str):
+    g = _core.VideoGeometry.parse(spec)
+    begin = g.text_tokens if g.text_at == "before" else 0
+    frames, per_frame = g.frames, g.tokens_per_frame
+    run = np.arange(g.tokens, dtype=np.int64)
+    video = np.arange(frames * per_frame, dtype=np.int64)  # token-major position - begin
+    run[begin:begin + len(video)] = begin + (video % frames) * per_frame + video // frames
+    inverse = np.empty_like(run)
+    inverse[run] = np.arange(g.tokens, dtype=np.int64)
+    for array in (run, inverse):
+        array.flags.writeable = False
+    return run, inverse
+
+
+class Router:
+    """The router of one tilesplash.VideoAttention's options (candidates, rows)."""
+
+    def __init__(self, front: VideoAttention, density_budget=None, scale=None):
+        candidates = front.candidates
+        if not candidates:
+            raise ValueError(f"method: {front.method!r} does not route (svg2 runs each head's own "
+                             "clusters); route needs a method with candidates")
+        self.front = front
+        self.names = tuple(name for name, _ in candidates)
+        densities = np.array([d for _, d in candidates])
+        self.masks = tuple(front.mask(name) for name in self.names)
+        self.orders = tuple(front.candidate_run(name)["order_name"] for name in self.names)
+        self.scale = scale
+        self._within = _within_budget(densities, density_budget)
+        self._least_dense = int(np.argmin(densities))
+
+    def samples(self, layer: int = 0, step: int = 0, device=None) -> Samples:
+        """The host's part, which depends only on (seed, layer, step): the sampled
+        rows and every candidate's mask on them (bit-packed), on `device`."""
+        n = self.front.geometry.tokens
+        rows = self.front.sampled_rows(check_int(layer, "layer", 0), check_int(step, "step", 0))
+        keep = np.stack([m.rows(rows, n) for m in self.masks])
+        packed = np.packbits(keep, axis=-1, bitorder="little")
+        return Samples(jax.device_put(rows.astype(np.int32), device),
+                       jax.device_put(packed, device), rows)
+
+    def decide(self, q, k, v, samples: Samples):
+        """The device's part, traceable (jit, scan): (index int32 [heads], mse
+        float32 [heads, candidates]) for q, k, v [heads, N, d]."""
+        check_heads(q, k, v, self.front.geometry.tokens)
+        scale = self.scale if self.scale is not None else 1.0 / math.sqrt(q.shape[-1])
+        mse = _sampled_mse(q, k, v, samples.rows, samples.keep, n=self.front.geometry.tokens,
+                           scale=float(scale))
+        if self._within.any():
+            index = jnp.argmin(jnp.where(jnp.asarray(self._within), mse, jnp.inf), axis=1)
+        else:
+            index = jnp.full((q.shape[0],), self._least_dense)
+        return index.astype(jnp.int32), mse
+
+    def __call__(self, q, k, v, layer: int = 0, step: int = 0) -> Routing:
+        check_heads(q, k, v, self.front.geometry.tokens)
+        samples = self.samples(layer, step, device_of(q))
+        index, mse = self.decide(q, k, v, samples)
+        return Routing(index, mse, self.names, self.orders, samples.host_rows,
+                       self.front.geometry)
+
+
+class Samples(NamedTuple):
+    """A router's sampled rows (int32 [r]) and candidate masks on them (uint8
+    [candidates, r, ceil(N / 8)], bit-packed little-endian) on the device, and
+    the rows on the host."""
+
+    rows: jax.Array
+    keep: jax.Array
+    host_rows: np.ndarray
+
+
+def check_heads(q, k, v, n: int) -> None:
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if len(getattr(x, "shape", ())) != 3 or x.shape[1] != n:
+            raise ValueError(f"{name}: expected [heads, {n}, d] (the geometry's tokens), got "
+                             f"shape {tuple(getattr(x, 'shape', ()))}")
+    if k.shape[:2] != q.shape[:2] or v.shape[:2] != q.shape[:2] or k.shape[2] != q.shape[2]:
+        raise ValueError(f"k, v: expected the heads and tokens of q {tuple(q.shape)}, got "
+                         f"{tuple(k.shape)} and {tuple(v.shape)}")
+
+
+def _within_budget(densities: np.ndarray, budget) -> np.ndarray:
+    # Densities are exact ratios; the tolerance only absorbs their rounding.
+    if budget is None:
+        return np.ones(len(densities), bool)
+    return densities <= budget * (1.0 + 1e-12)
+
+
+def device_of(x):
+    devices = getattr(x, "devices", None)
+    if callable(devices):
+        found = devices()
+        if len(found) == 1:
+            return next(iter(found))
+    return None
+
+
+@partial(jax.jit, static_argnames=("n", "scale"))
+def _sampled_mse(q, k, v, rows, packed, *, n, scale):
+    keep = jnp.unpackbits(packed, axis=-1, count=n, bitorder="little").astype(bool)  # [C, r, N]
+    highest = jax.lax.Precision.HIGHEST
+
+    def head(qkv):
+        qh, kh, vh = qkv
+        s = jnp.dot(qh[rows].astype(jnp.float32) * scale, kh.astype(jnp.float32).T,
+                    precision=highest)
+        vf = vh.astype(jnp.float32)
+        dense = _masked_attention(s, None, vf)
+
+        def candidate(kc):
+            return jnp.mean(jnp.square(_masked_attention(s, kc, vf) - dense))
+
+        return jax.lax.map(candidate, keep)
+
+    return jax.lax.map(head, (q, k, v))
+
+
+def _masked_attention(s, keep, v):
+    """softmax(s) v over the kept keys; rows that keep none give 0."""
+    if keep is not None:
+        s = jnp.where(keep, s, -jnp.inf)
+    m = jnp.max(s, axis=-1, keepdims=True)
+    m = jnp.where(jnp.isfinite(m), m, 0.0)
+    p = jnp.exp(s - m)
+    if keep is not None:
+        p = jnp.where(keep, p, 0.0)
+    total = jnp.sum(p, axis=-1, keepdims=True)
+    out = jnp.dot(p, v, precision=jax.lax.Precision.HIGHEST)
+    return jnp.where(total > 0, out / jnp.where(total > 0, total, 1.0), 0.0)
+
+
+@lru_cache(maxsize=16)
+def router_for(geometry_spec: str, method: str, density: float, band, sink: bool,
+               text_full: bool, density_budget, samples: int, seed: int, scale) -> Router:
+    geometry = _core.VideoGeometry.parse(geometry_spec)
+    front = VideoAttention(geometry, method=method, density=density, band=band, sink=sink,
+                           text_full=text_full, density_budget=density_budget, samples=samples,
+                           seed=seed, threads=1)
+    return Router(front, density_budget, scale)
+
+
+def route(q, k, v, geometry, *, method="svg", density=0.25, band=None, sink=False,
+          text_full=True, density_budget=None, samples=64, seed=0, layer=0, step=0,
+          scale=None) -> Routing:
+    """Sparse VideoGen's routing of every head of q, k, v ([heads, N, d] jax
+    arrays in the original frame-major order, N = geometry.tokens), computed
+    with jax.numpy on their device; the options mean what they mean for
+    tilesplash.VideoAttention, and the same (seed, layer, step) sample the
+    same rows, so the choices are the ones tilesplash makes. Returns a
+    Routing (per-head choices, MSEs, the permutation of token-major heads).
+    """
+    if not isinstance(geometry, _core.VideoGeometry):
+        raise TypeError(f"geometry: expected a tilesplash.VideoGeometry, got "
+                        f"{type(geometry).__name__}")
+    if scale is not None:
+        scale = float(scale)
+    router = router_for(str(geometry), method, density, band, sink, text_full, density_budget,
+                        samples, seed, scale)
+    return router(q, k, v, layer, step)
