@@ -37,7 +37,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 
 import tilesplash
 
-from ._backend import ModelState, add_runtime, drop_runtime
+from ._dispatch import ModelState, add_runtime, drop_runtime
 from ._install import Installed, check_processors
 from ._models import model_specs, spec_for
 from ._report import summarize, summary_table

@@ -16,7 +16,7 @@ import inspect
 
 import torch
 
-from ._backend import ModelState, Site, backend_name, enter, leave
+from ._dispatch import ModelState, Site, backend_name, enter, leave
 from ._models import ModelSpec
 from ._processors import COPIES
 

@@ -6,7 +6,7 @@ classes they may hold, how the forward's inputs give the latent video's
 frames, height and width after patching, where the text sits in the joint
 sequence, how an attention mask reads as key padding, and the token order
 when it is not frame-major. Adding a model is one entry here (and a test);
-the mechanism (``_backend``) is shared. A spec with a ``refusal`` names a
+the mechanism (``_dispatch``) is shared. A spec with a ``refusal`` names a
 model that cannot be served and why.
 
 Geometry functions run inside the transformer's forward pre-hook, also under

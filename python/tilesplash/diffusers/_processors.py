@@ -6,7 +6,7 @@ CogVideoX (and ConsisID), Mochi, Allegro and EasyAnimate call
 backend cannot reach them. Each class here is diffusers 0.42.1's processor
 line for line (projections, q/k norms, RoPE exactly where diffusers applies
 it, output projections) with one change: the attention call goes to the
-tilesplash backend function (``_backend.attention``, diffusers' [B, S, H, D]
+tilesplash backend function (``_dispatch.attention``, diffusers' [B, S, H, D]
 layout), as the dispatcher would. That is why ``force="dense"`` reproduces
 the native output up to the summation order of the attention kernel.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ._backend import attention
+from ._dispatch import attention
 
 
 class _Processor:
