@@ -77,8 +77,7 @@ class LayoutVideoAttention {
   // One call at a time; throws std::invalid_argument naming the argument.
   // key_limits: as layout_video_attention's.
   Result forward(const LayoutArgs& args, std::int64_t layer = 0, std::int64_t step = 0,
-                 const BatchProgress& progress = {},
-                 std::span<const std::int64_t> key_limits = {});
+                 const BatchProgress& progress = {}, std::span<const std::int64_t> key_limits = {});
 
  private:
   struct Entry {

@@ -119,10 +119,9 @@ LayoutVideoAttention::Entry& LayoutVideoAttention::entry_for(std::int64_t head_d
   return entries_.emplace(key, std::move(entry)).first->second;
 }
 
-LayoutVideoAttention::Result LayoutVideoAttention::forward(const LayoutArgs& args,
-                                                           std::int64_t layer, std::int64_t step,
-                                                           const BatchProgress& progress,
-                                                           std::span<const std::int64_t> key_limits) {
+LayoutVideoAttention::Result LayoutVideoAttention::forward(
+    const LayoutArgs& args, std::int64_t layer, std::int64_t step, const BatchProgress& progress,
+    std::span<const std::int64_t> key_limits) {
   if (layer < 0) throw std::invalid_argument("layer: must be >= 0, got " + std::to_string(layer));
   if (step < 0) throw std::invalid_argument("step: must be >= 0, got " + std::to_string(step));
   const LayoutShape shape = check_layout_args(args);
