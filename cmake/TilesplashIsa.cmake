@@ -1,12 +1,20 @@
 # The SIMD targets come from src/kernel/targets.def, the one list that dispatch,
 # the peak loop, the tests and the benchmarks also read. Each per-target
-# translation unit (*_<target>.cc) is compiled with that target's -m flags (as
+# translation unit (*_<target>.cc) is compiled with that target's flags (as
 # PyTorch's CPU_CAPABILITY builds do) and the best target the CPU supports is
-# picked once at run time from CPUID. Targets of another architecture are left
-# out of the build.
-set(TILESPLASH_X86 OFF)
+# picked once at run time from its features. Targets of another architecture
+# are left out of the build.
+
+# The arch column of targets.def: "any" or one of these. A build compiles the
+# lines of its own arch and those marked any; C++ sees the choice as
+# TILESPLASH_ARCH_<ARCH> = 0 or 1 (src/kernel/target_list.h).
+set(TILESPLASH_KNOWN_ARCHS x86 aarch64)
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64|i[3-6]86)$")
-  set(TILESPLASH_X86 ON)
+  set(TILESPLASH_ARCH x86)
+elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64|ARM64)$")
+  set(TILESPLASH_ARCH aarch64)
+else()
+  set(TILESPLASH_ARCH none)  # only the portable targets
 endif()
 
 set(TILESPLASH_TARGETS_FILE ${CMAKE_CURRENT_LIST_DIR}/../src/kernel/targets.def)
@@ -22,19 +30,25 @@ foreach(line IN LISTS _tilesplash_target_lines)
   set(arch ${CMAKE_MATCH_2})
   separate_arguments(TILESPLASH_ISA_FLAGS_${name} UNIX_COMMAND "${CMAKE_MATCH_4}")
   list(APPEND TILESPLASH_ALL_TARGETS ${name})
-  if(arch STREQUAL "any" OR (arch STREQUAL "x86" AND TILESPLASH_X86))
+  if(NOT arch STREQUAL "any" AND NOT arch IN_LIST TILESPLASH_KNOWN_ARCHS)
+    message(FATAL_ERROR "targets.def: unknown arch '${arch}' for target ${name} "
+      "(expected any or one of: ${TILESPLASH_KNOWN_ARCHS})")
+  endif()
+  if(arch STREQUAL "any" OR arch STREQUAL TILESPLASH_ARCH)
     list(APPEND TILESPLASH_TARGETS ${name})
-  elseif(NOT arch STREQUAL "x86")
-    message(FATAL_ERROR "targets.def: unknown arch '${arch}' for target ${name}")
   endif()
 endforeach()
-message(STATUS "tilesplash SIMD targets: ${TILESPLASH_TARGETS}")
+message(STATUS "tilesplash SIMD targets (${TILESPLASH_ARCH}): ${TILESPLASH_TARGETS}")
 
-if(TILESPLASH_X86)
-  set(TILESPLASH_ISA_DEFINITIONS TILESPLASH_ARCH_X86=1)
-else()
-  set(TILESPLASH_ISA_DEFINITIONS TILESPLASH_ARCH_X86=0)
-endif()
+set(TILESPLASH_ISA_DEFINITIONS)
+foreach(arch IN LISTS TILESPLASH_KNOWN_ARCHS)
+  string(TOUPPER ${arch} upper)
+  if(arch STREQUAL TILESPLASH_ARCH)
+    list(APPEND TILESPLASH_ISA_DEFINITIONS TILESPLASH_ARCH_${upper}=1)
+  else()
+    list(APPEND TILESPLASH_ISA_DEFINITIONS TILESPLASH_ARCH_${upper}=0)
+  endif()
+endforeach()
 
 # Test-only: the AVX-512 targets' code, compiled against SIMDe's portable
 # intrinsics (Debian libsimde-dev) with the avx2 flags, and reported as
@@ -44,7 +58,7 @@ endif()
 # arithmetic, lane counts, masks and indexing. See docs/kernel.md.
 option(TILESPLASH_EMULATE_AVX512 "Test-only: run the avx512* targets on an AVX2 CPU through SIMDe" OFF)
 if(TILESPLASH_EMULATE_AVX512)
-  if(NOT TILESPLASH_X86)
+  if(NOT TILESPLASH_ARCH STREQUAL "x86")
     message(FATAL_ERROR "TILESPLASH_EMULATE_AVX512 needs an x86-64 build")
   endif()
   find_path(TILESPLASH_SIMDE_INCLUDE_DIR simde/x86/avx512.h)
@@ -53,6 +67,8 @@ if(TILESPLASH_EMULATE_AVX512)
   endif()
   list(APPEND TILESPLASH_ISA_DEFINITIONS TILESPLASH_EMULATE_AVX512=1)
   message(STATUS "tilesplash: avx512 targets EMULATED through SIMDe (test-only build)")
+else()
+  list(APPEND TILESPLASH_ISA_DEFINITIONS TILESPLASH_EMULATE_AVX512=0)
 endif()
 
 # Gives each *_<target>.cc its flags and drops those of targets not compiled here.

@@ -1,8 +1,9 @@
-// The kernel at the edges of the f32 range, on every SIMD target the CPU runs:
-// scores up to the f32 limit (the running max must not lose the precision that
-// a folded `s * c - m * c` exponent loses), values near FLT_MAX (the
-// accumulator must not overflow when the output is representable), and q.k
-// that overflows f32 (refused with a message naming a row, never NaN).
+// The kernel at the edges of the f32 range, on every SIMD target (a test
+// parameter, skipped where the CPU lacks it): scores up to the f32 limit (the
+// running max must not lose the precision that a folded `s * c - m * c`
+// exponent loses), values near FLT_MAX (the accumulator must not overflow when
+// the output is representable), and q.k that overflows f32 (refused with a
+// message naming a row, never NaN).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 
 #include "support/attention_check.h"
 #include "support/random_data.h"
+#include "support/targets.h"
 #include "tilesplash/attention.h"
 #include "tilesplash/mask.h"
 #include "tilesplash/plan.h"
@@ -32,26 +34,26 @@ void scale_tensor(HostTensor& t, double factor) {
         t.set(h, r, c, static_cast<float>(t.get(h, r, c) * factor));
 }
 
-// Runs every target and mode and compares with the double-precision reference.
+// Runs every mode on the test's target and compares with the double-precision
+// reference.
 void expect_matches(const Mask& mask, const HostTensor& q, const HostTensor& k, const HostTensor& v,
                     const std::string& what) {
   const auto reference = reference_all_heads(mask, q, k, v, std::nullopt);
   const TilePlan plan = TilePlan::build(mask, q.len(), k.len(), {64, 64});
-  for (const std::string& isa : runnable_isas()) {
-    ScopedIsa scoped(isa);
-    for (const MaskMode mode : kAllModes) {
-      SCOPED_TRACE(what + " " + mask.to_string() + " " + std::string(to_string(q.dtype())) + " " +
-                   isa + " " + std::string(to_string(mode)));
-      const Outputs o = run_forward(plan, q, k, v, kF32, {std::nullopt, mode, 2, true});
-      EXPECT_TRUE(matches_reference(reference, o.out, o.lse.data(), tolerance_for(q.dtype(), kF32),
-                                    v.max_abs()));
-    }
+  for (const MaskMode mode : kAllModes) {
+    SCOPED_TRACE(what + " " + mask.to_string() + " " + std::string(to_string(q.dtype())) + " " +
+                 std::string(to_string(mode)));
+    const Outputs o = run_forward(plan, q, k, v, kF32, {std::nullopt, mode, 2, true});
+    EXPECT_TRUE(matches_reference(reference, o.out, o.lse.data(), tolerance_for(q.dtype(), kF32),
+                                  v.max_abs()));
   }
 }
 
+class AttentionNumericEdges : public TargetTest {};
+
 // Q = K with entries of about `magnitude`: every row's own key dominates, and
 // the scores reach magnitude^2 * d.
-TEST(AttentionNumericEdges, LargeScoresMatchReference) {
+TEST_P(AttentionNumericEdges, LargeScoresMatchReference) {
   struct Size {
     DType dtype;
     double magnitude;
@@ -71,7 +73,7 @@ TEST(AttentionNumericEdges, LargeScoresMatchReference) {
 
 // V near FLT_MAX with near-uniform weights: the sum of weights times V passes
 // the f32 range although the average, the output, does not.
-TEST(AttentionNumericEdges, ValuesNearFloatMaxMatchReference) {
+TEST_P(AttentionNumericEdges, ValuesNearFloatMaxMatchReference) {
   for (const DType dtype : {kF32, kBF16}) {
     HostTensor q(dtype, 2, 130, 64), k(dtype, 2, 130, 64), v(dtype, 2, 130, 64);
     q.fill_normal(7);
@@ -86,7 +88,7 @@ TEST(AttentionNumericEdges, ValuesNearFloatMaxMatchReference) {
 
 // Keys whose q.k overflows to -inf next to keys with finite scores: the true
 // weights of the former are 0, so the answer is still representable.
-TEST(AttentionNumericEdges, NegativeOverflowBesideFiniteScoresIsExact) {
+TEST_P(AttentionNumericEdges, NegativeOverflowBesideFiniteScoresIsExact) {
   HostTensor q(kF32, 1, 64, 16), k(kF32, 1, 128, 16), v(kF32, 1, 128, 16);
   v.fill_normal(3);
   for (std::int64_t r = 0; r < 64; ++r) q.set(0, r, 0, 2e19f);
@@ -96,8 +98,8 @@ TEST(AttentionNumericEdges, NegativeOverflowBesideFiniteScoresIsExact) {
 }
 
 // q.k beyond the f32 range: +inf, NaN (+inf + -inf) or, for every kept key,
-// -inf. Each is refused with a message that names a row, on every target.
-TEST(AttentionNumericEdges, OverflowingScoresAreRefused) {
+// -inf. Each is refused with a message that names a row.
+TEST_P(AttentionNumericEdges, OverflowingScoresAreRefused) {
   struct Overflow {
     std::string name;
     float k_sign;
@@ -118,23 +120,22 @@ TEST(AttentionNumericEdges, OverflowingScoresAreRefused) {
       }
     }
     const TilePlan plan = TilePlan::build(Mask::causal(), 70, 70, {64, 64});
-    for (const std::string& isa : runnable_isas()) {
-      ScopedIsa scoped(isa);
-      for (const MaskMode mode : kAllModes) {
-        SCOPED_TRACE(c.name + " " + isa + " " + std::string(to_string(mode)));
-        try {
-          run_forward(plan, q, k, v, kF32, {std::nullopt, mode, 2, true});
-          ADD_FAILURE() << "expected std::invalid_argument";
-        } catch (const std::invalid_argument& e) {
-          const std::string message = e.what();
-          EXPECT_NE(message.find("overflows float32"), std::string::npos) << message;
-          EXPECT_NE(message.find("in 140 rows (first: head 0, q row 0)"), std::string::npos)
-              << message;
-        }
+    for (const MaskMode mode : kAllModes) {
+      SCOPED_TRACE(c.name + " " + std::string(to_string(mode)));
+      try {
+        run_forward(plan, q, k, v, kF32, {std::nullopt, mode, 2, true});
+        ADD_FAILURE() << "expected std::invalid_argument";
+      } catch (const std::invalid_argument& e) {
+        const std::string message = e.what();
+        EXPECT_NE(message.find("overflows float32"), std::string::npos) << message;
+        EXPECT_NE(message.find("in 140 rows (first: head 0, q row 0)"), std::string::npos)
+            << message;
       }
     }
   }
 }
+
+TILESPLASH_INSTANTIATE_FOR_TARGETS(AttentionNumericEdges);
 
 }  // namespace
 }  // namespace tilesplash::test

@@ -1,8 +1,9 @@
-// The kernel against the double-precision reference, on every SIMD target the
-// CPU runs. The sweep covers each dimension (mask family, lengths around the
-// tile sizes, block sizes that do and do not divide them, head dims, dtypes,
-// mask modes, threads) with a mix of cases rather than their product, so the
-// suite stays fast enough to also run under the sanitizers.
+// The kernel against the double-precision reference, every case on every SIMD
+// target of the build (skipped where the CPU lacks it). The sweep covers each
+// dimension (mask family, lengths around the tile sizes, block sizes that do
+// and do not divide them, head dims, dtypes, mask modes, threads) with a mix
+// of cases rather than their product, so the suite stays fast enough to also
+// run under the sanitizers and an emulator.
 #include "tilesplash/attention.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 
 #include "support/attention_check.h"
 #include "support/random_data.h"
+#include "support/targets.h"
 #include "tilesplash/mask.h"
 #include "tilesplash/plan.h"
 
@@ -45,10 +47,26 @@ void PrintTo(const Case& c, std::ostream* os) {
       << " threads=" << c.threads;
 }
 
-class AttentionSweep : public ::testing::TestWithParam<Case> {};
+class AttentionSweep : public TargetCaseTest<Case> {};
+
+// The reference of a case, computed once for all its targets: they run one
+// after another, so keeping the last case's is enough.
+const std::vector<ReferenceHead>& reference_for(const Case& c, const HostTensor& q,
+                                                const HostTensor& k, const HostTensor& v) {
+  static std::string cached_key;
+  static std::vector<ReferenceHead> cached;
+  const std::string key = ::testing::PrintToString(c) +
+                          " scale=" + (c.scale ? std::to_string(*c.scale) : std::string("default"));
+  if (key != cached_key) {
+    cached_key.clear();
+    cached = reference_all_heads(c.mask, q, k, v, c.scale);
+    cached_key = key;
+  }
+  return cached;
+}
 
 TEST_P(AttentionSweep, MatchesReference) {
-  const Case& c = GetParam();
+  const Case& c = test_case();
   const std::int64_t dv = c.dv ? c.dv : c.d;
   HostTensor q(c.dtype, c.heads, c.q_len, c.d);
   HostTensor k(c.dtype, c.heads, c.kv_len, c.d);
@@ -56,20 +74,15 @@ TEST_P(AttentionSweep, MatchesReference) {
   q.fill_normal(11);
   k.fill_normal(22);
   v.fill_normal(33);
-  const auto reference = reference_all_heads(c.mask, q, k, v, c.scale);
+  const std::vector<ReferenceHead>& reference = reference_for(c, q, k, v);
   const TilePlan plan = TilePlan::build(c.mask, c.q_len, c.kv_len, c.blocks);
   const DType out_dtype = c.out_in_dtype ? c.dtype : DType::kF32;
   const Tolerance tol = tolerance_for(c.dtype, out_dtype);
 
-  ASSERT_FALSE(runnable_isas().empty());
-  for (const std::string& isa : runnable_isas()) {
-    SCOPED_TRACE("isa " + isa);
-    ScopedIsa scoped(isa);
-    const Outputs o =
-        run_forward(plan, q, k, v, out_dtype, {c.scale, c.mode, c.threads, true}, c.with_lse);
-    EXPECT_TRUE(
-        matches_reference(reference, o.out, c.with_lse ? o.lse.data() : nullptr, tol, v.max_abs()));
-  }
+  const Outputs o =
+      run_forward(plan, q, k, v, out_dtype, {c.scale, c.mode, c.threads, true}, c.with_lse);
+  EXPECT_TRUE(
+      matches_reference(reference, o.out, c.with_lse ? o.lse.data() : nullptr, tol, v.max_abs()));
 }
 
 Mask sink_and_band() {
@@ -224,8 +237,7 @@ std::vector<Case> mask_cases() {
        .threads = 2},
   };
 }
-INSTANTIATE_TEST_SUITE_P(Masks, AttentionSweep, ::testing::ValuesIn(mask_cases()),
-                         [](const auto& info) { return info.param.name; });
+TILESPLASH_INSTANTIATE_CASES_FOR_TARGETS(Masks, AttentionSweep, ::testing::ValuesIn(mask_cases()));
 
 // The three mask modes must agree on masks with full, partial and empty tiles.
 std::vector<Case> mode_cases() {
@@ -293,8 +305,7 @@ std::vector<Case> mode_cases() {
        .mode = kBitmask},
   };
 }
-INSTANTIATE_TEST_SUITE_P(Modes, AttentionSweep, ::testing::ValuesIn(mode_cases()),
-                         [](const auto& info) { return info.param.name; });
+TILESPLASH_INSTANTIATE_CASES_FOR_TARGETS(Modes, AttentionSweep, ::testing::ValuesIn(mode_cases()));
 
 // Lengths at, just below and just above the tile sizes; blocks that divide
 // them and blocks that leave ragged edges; long sequences with one head.
@@ -365,8 +376,8 @@ std::vector<Case> shape_cases() {
        .heads = 1},
   };
 }
-INSTANTIATE_TEST_SUITE_P(Shapes, AttentionSweep, ::testing::ValuesIn(shape_cases()),
-                         [](const auto& info) { return info.param.name; });
+TILESPLASH_INSTANTIATE_CASES_FOR_TARGETS(Shapes, AttentionSweep,
+                                         ::testing::ValuesIn(shape_cases()));
 
 // Head dims (fast paths 64 / 128, odd 80, the extremes 8 and 256, dv != d,
 // dv not a multiple of any target's column chunk), row counts that leave a
@@ -458,8 +469,7 @@ std::vector<Case> dim_cases() {
        .with_lse = false},
   };
 }
-INSTANTIATE_TEST_SUITE_P(Dims, AttentionSweep, ::testing::ValuesIn(dim_cases()),
-                         [](const auto& info) { return info.param.name; });
+TILESPLASH_INSTANTIATE_CASES_FOR_TARGETS(Dims, AttentionSweep, ::testing::ValuesIn(dim_cases()));
 
 }  // namespace
 }  // namespace tilesplash::test

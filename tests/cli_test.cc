@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "support/shell.h"
+#include "support/targets.h"
 #include "tilesplash/attention.h"
 
 namespace {
@@ -190,18 +191,21 @@ TEST(Cli, BenchJsonHasKeysAndSaneValues) {
 
 // The peak is measured on the same SIMD target as the kernel, so forcing a
 // target through the environment must move both.
-TEST(Cli, BenchFollowsForcedIsa) {
-  for (const std::string& isa : tilesplash::available_isas()) {
-    const RunResult r = run_cli(
-        "bench --mask causal --q-len 64 --head-dim 64 --dtype bf16 --threads 1 --block-kv 64 "
-        "--repeats 1 --json",
-        "TILESPLASH_ISA=" + isa);
-    ASSERT_EQ(r.exit_code, 0) << isa << ": " << r.err;
-    const auto json = nlohmann::json::parse(r.out);
-    EXPECT_EQ(json.at("isa").get<std::string>(), isa);
-    EXPECT_GT(json.at("peak_gflops").get<double>(), 0.0) << isa;
-  }
+class CliPerTarget : public tilesplash::test::TargetTest {};
+
+TEST_P(CliPerTarget, BenchFollowsForcedIsa) {
+  const std::string& isa = GetParam();
+  const RunResult r = run_cli(
+      "bench --mask causal --q-len 64 --head-dim 64 --dtype bf16 --threads 1 --block-kv 64 "
+      "--repeats 1 --json",
+      "TILESPLASH_ISA=" + isa);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json.at("isa").get<std::string>(), isa);
+  EXPECT_GT(json.at("peak_gflops").get<double>(), 0.0);
 }
+
+TILESPLASH_INSTANTIATE_FOR_TARGETS(CliPerTarget);
 
 }  // namespace
 

@@ -22,6 +22,7 @@
 #include "support/attention_check.h"
 #include "support/random_data.h"
 #include "support/reference.h"
+#include "support/targets.h"
 #include "tilesplash/routing.h"
 #include "tilesplash/video.h"
 #include "video_test_util.h"
@@ -213,7 +214,9 @@ VideoAttentionOptions svg2_options(int threads) {
   return options;
 }
 
-TEST(Clusters, FrontDoorMatchesTheReference) {
+class ClustersPerTarget : public test::TargetTest {};
+
+TEST_P(ClustersPerTarget, FrontDoorMatchesTheReference) {
   for (const VideoGeometry& g : {VideoGeometry{5, 4, 6, 9, TextPlacement::kBefore},
                                  VideoGeometry{7, 3, 5, 6, TextPlacement::kAfter},
                                  VideoGeometry{6, 6, 6, 0, TextPlacement::kNone}}) {
@@ -223,31 +226,30 @@ TEST(Clusters, FrontDoorMatchesTheReference) {
       q.fill_normal(21);
       k.fill_normal(22);
       v.fill_normal(23);
-      for (const std::string& isa : test::runnable_isas()) {
-        const test::ScopedIsa scoped(isa);
-        VideoAttention attention(g, svg2_options(2));
-        test::HostTensor out(DType::kF32, heads, n, d);
-        std::vector<float> lse(static_cast<std::size_t>(heads * n));
-        const LayerReport report =
-            attention.forward({q.view(), k.view(), v.view(), out.mutable_view(), lse.data()});
-        std::vector<test::ReferenceHead> reference;
-        for (std::int64_t h = 0; h < heads; ++h) {
-          const HeadReport& head = report.heads[static_cast<std::size_t>(h)];
-          EXPECT_EQ(head.choice, HeadMask("svg2"));
-          EXPECT_FALSE(head.routed);
-          const Mask mask = attention.head_mask(h);
-          const TilePlan plan = TilePlan::build(mask, n, n, {8, 8});
-          EXPECT_DOUBLE_EQ(head.density, plan.stats().density) << g.to_string();
-          EXPECT_LT(head.density, 1.0);
-          reference.push_back(test::reference_attention(mask, q.view(), k.view(), v.view(), h));
-        }
-        EXPECT_TRUE(test::matches_reference(reference, out, lse.data(),
-                                            test::tolerance_for(dtype, DType::kF32), v.max_abs()))
-            << isa << " " << g.to_string();
+      VideoAttention attention(g, svg2_options(2));
+      test::HostTensor out(DType::kF32, heads, n, d);
+      std::vector<float> lse(static_cast<std::size_t>(heads * n));
+      const LayerReport report =
+          attention.forward({q.view(), k.view(), v.view(), out.mutable_view(), lse.data()});
+      std::vector<test::ReferenceHead> reference;
+      for (std::int64_t h = 0; h < heads; ++h) {
+        const HeadReport& head = report.heads[static_cast<std::size_t>(h)];
+        EXPECT_EQ(head.choice, HeadMask("svg2"));
+        EXPECT_FALSE(head.routed);
+        const Mask mask = attention.head_mask(h);
+        const TilePlan plan = TilePlan::build(mask, n, n, {8, 8});
+        EXPECT_DOUBLE_EQ(head.density, plan.stats().density) << g.to_string();
+        EXPECT_LT(head.density, 1.0);
+        reference.push_back(test::reference_attention(mask, q.view(), k.view(), v.view(), h));
       }
+      EXPECT_TRUE(test::matches_reference(reference, out, lse.data(),
+                                          test::tolerance_for(dtype, DType::kF32), v.max_abs()))
+          << g.to_string();
     }
   }
 }
+
+TILESPLASH_INSTANTIATE_FOR_TARGETS(ClustersPerTarget);
 
 TEST(Clusters, FrontDoorIsBitIdenticalForAnyThreadCount) {
   const VideoGeometry g{6, 8, 8, 5, TextPlacement::kAfter};

@@ -1,33 +1,50 @@
-// The one list of SIMD targets (src/kernel/targets.def) against what the
-// library exposes: every target of this build's architecture is selectable
-// where the CPU has it, in the list's order, with its own peak loops; unknown
-// names are refused naming the known ones.
+// The one list of SIMD targets (src/kernel/targets.def, read through
+// kernel/target_list.h as dispatch reads it) against what the library exposes:
+// every target of this build's architecture is selectable where the CPU has
+// it, in the list's order, with its own peak loops; a target the CPU lacks is
+// refused naming the features it lacks, an unknown name naming the known ones.
+#include "kernel/isa_dispatch.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "support/attention_check.h"
+#include "kernel/target_list.h"
+#include "support/targets.h"
 #include "tilesplash/attention.h"
 #include "tilesplash/peak.h"
 
 namespace tilesplash::test {
 namespace {
 
-// The targets.def entries compiled into this build, best first (CMake defines
-// TILESPLASH_ARCH_X86 for the tests as for the library).
-std::vector<std::string> compiled_targets() {
-  constexpr bool kArch_any = true;
-  constexpr bool kArch_x86 = TILESPLASH_ARCH_X86 != 0;
-  std::vector<std::string> names;
-#define TILESPLASH_TARGET(name, arch, features, flags) \
-  if constexpr (kArch_##arch) names.emplace_back(#name);
-#include "kernel/targets.def"
-#undef TILESPLASH_TARGET
-  return names;
+// The build compiles the arch column of the compiler's architecture, and the
+// portable target, last in the list, everywhere.
+TEST(IsaDispatch, TheBuildsArchAndThePortableTargetLast) {
+#if defined(__x86_64__) || defined(__i386__)
+  EXPECT_TRUE(kernel::kArch_x86 && !kernel::kArch_aarch64);
+#elif defined(__aarch64__)
+  EXPECT_TRUE(kernel::kArch_aarch64 && !kernel::kArch_x86);
+#else
+  EXPECT_FALSE(kernel::kArch_x86 || kernel::kArch_aarch64);
+#endif
+  ASSERT_GT(std::size(kernel::kListedTargets), 0u);
+  const kernel::ListedTarget& last = kernel::kListedTargets[std::size(kernel::kListedTargets) - 1];
+  EXPECT_STREQ(last.arch, "any");
+  EXPECT_TRUE(last.compiled);
+  EXPECT_STREQ(last.features, "");
+  for (const kernel::ListedTarget& target : kernel::kListedTargets) {
+    SCOPED_TRACE(target.name);
+    // Evaluates every feature name of the build's arch: one dispatch does not
+    // know is a mistake in targets.def and throws.
+    if (target.compiled) {
+      EXPECT_NO_THROW(kernel::missing_cpu_features(target.features));
+    }
+  }
 }
 
 TEST(IsaDispatch, AvailableTargetsFollowTheListInItsOrder) {
@@ -51,17 +68,42 @@ TEST(IsaDispatch, AvailableTargetsFollowTheListInItsOrder) {
   EXPECT_EQ(active_isa(), available.front());
 }
 
-TEST(IsaDispatch, EveryRunnableTargetCanBeForcedAndMeasured) {
-  for (const std::string& isa : runnable_isas()) {
-    SCOPED_TRACE(isa);
-    ScopedIsa scoped(isa);
-    EXPECT_EQ(active_isa(), isa);
-    for (const DType dtype : {DType::kF32, DType::kBF16}) {
-      const PeakMeasurement peak = measure_peak(dtype, 1, 0.02);
-      EXPECT_TRUE(std::isfinite(peak.gflops) && peak.gflops > 0.0);
-      EXPECT_TRUE(std::isfinite(peak.cpu_gflops) && peak.cpu_gflops > 0.0);
+// Every compiled target the CPU has is available, can be forced and has its
+// own peak loops.
+class IsaDispatchPerTarget : public TargetTest {};
+
+TEST_P(IsaDispatchPerTarget, CanBeForcedAndMeasured) {
+  EXPECT_EQ(active_isa(), GetParam());
+  const std::vector<std::string> available = available_isas();
+  EXPECT_NE(std::find(available.begin(), available.end(), GetParam()), available.end());
+  for (const DType dtype : {DType::kF32, DType::kBF16}) {
+    const PeakMeasurement peak = measure_peak(dtype, 1, 0.02);
+    EXPECT_TRUE(std::isfinite(peak.gflops) && peak.gflops > 0.0);
+    EXPECT_TRUE(std::isfinite(peak.cpu_gflops) && peak.cpu_gflops > 0.0);
+  }
+}
+
+TILESPLASH_INSTANTIATE_FOR_TARGETS(IsaDispatchPerTarget);
+
+TEST(IsaDispatch, ATargetTheCpuLacksIsRefusedNamingTheMissingFeatures) {
+  int refused = 0;
+  for (const kernel::ListedTarget& target : kernel::kListedTargets) {
+    if (!target.compiled) continue;
+    const std::vector<std::string> missing = kernel::missing_cpu_features(target.features);
+    if (missing.empty()) continue;
+    try {
+      set_isa(target.name);
+      ADD_FAILURE() << "set_isa accepted " << target.name;
+    } catch (const std::invalid_argument& e) {
+      ++refused;
+      const std::string message = e.what();
+      for (const std::string& feature : missing) {
+        EXPECT_NE(message.find(feature), std::string::npos) << message;
+      }
     }
   }
+  set_isa("");
+  if (refused == 0) GTEST_SKIP() << "this CPU has every target this build compiles";
 }
 
 TEST(IsaDispatch, UnknownTargetIsRefusedNamingTheKnownOnes) {

@@ -15,9 +15,10 @@
 #include <vector>
 
 #include "family_check.h"
-#include "support/attention_check.h"
+#include "kernel/isa_dispatch.h"
 #include "support/random_data.h"
 #include "support/reference.h"
+#include "support/targets.h"
 #include "tilesplash/clusters.h"
 #include "tilesplash/routing.h"
 #include "tilesplash/video.h"
@@ -112,7 +113,11 @@ std::vector<float> first_centroids(const std::vector<float>& x, std::int64_t d, 
   return c;
 }
 
-TEST(KMeans, MatchesThePlainReference) {
+// Every SIMD target's assignment loop (kernel/nearest_centroid-inl.h), run
+// by the target k-means dispatches to.
+class KMeansPerTarget : public test::TargetTest {};
+
+TEST_P(KMeansPerTarget, MatchesThePlainReference) {
   struct Case {
     std::int64_t n, d, groups, k;
     double spread;
@@ -124,27 +129,24 @@ TEST(KMeans, MatchesThePlainReference) {
                                          {40, 3, 2, 40, 0.1, 50},    // a cluster per point
                                          {64, 5, 1, 1, 1.0, 50}}) {
     const std::vector<float> x = blobs(c.n, c.d, c.groups, c.spread, 1000 + c.n);
-    for (const std::string& isa : test::runnable_isas()) {
-      const test::ScopedIsa scoped(isa);
-      KMeansOptions o;
-      o.clusters = c.k;
-      o.max_iterations = c.max_iterations;
-      o.seed = 5;
-      const KMeansResult got = kmeans(x, c.d, o);
-      const PlainKMeans want = plain_kmeans(x, c.d, c.k, c.max_iterations, o.tolerance,
-                                            first_centroids(x, c.d, c.k, o.seed));
-      const std::string what = isa + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k);
-      EXPECT_EQ(got.labels, want.labels) << what;
-      EXPECT_EQ(got.iterations, want.iterations) << what;
-      EXPECT_EQ(got.converged, want.converged) << what;
-      ASSERT_EQ(got.centroids.size(), want.centroids.size()) << what;
-      for (std::size_t i = 0; i < got.centroids.size(); ++i) {
-        ASSERT_NEAR(got.centroids[i], want.centroids[i], 1e-5) << what << " element " << i;
-      }
-      std::vector<std::int64_t> sizes(static_cast<std::size_t>(c.k), 0);
-      for (const std::int32_t label : want.labels) ++sizes[static_cast<std::size_t>(label)];
-      EXPECT_EQ(got.sizes, sizes) << what;
+    KMeansOptions o;
+    o.clusters = c.k;
+    o.max_iterations = c.max_iterations;
+    o.seed = 5;
+    const KMeansResult got = kmeans(x, c.d, o);
+    const PlainKMeans want = plain_kmeans(x, c.d, c.k, c.max_iterations, o.tolerance,
+                                          first_centroids(x, c.d, c.k, o.seed));
+    const std::string what = "n=" + std::to_string(c.n) + " k=" + std::to_string(c.k);
+    EXPECT_EQ(got.labels, want.labels) << what;
+    EXPECT_EQ(got.iterations, want.iterations) << what;
+    EXPECT_EQ(got.converged, want.converged) << what;
+    ASSERT_EQ(got.centroids.size(), want.centroids.size()) << what;
+    for (std::size_t i = 0; i < got.centroids.size(); ++i) {
+      ASSERT_NEAR(got.centroids[i], want.centroids[i], 1e-5) << what << " element " << i;
     }
+    std::vector<std::int64_t> sizes(static_cast<std::size_t>(c.k), 0);
+    for (const std::int32_t label : want.labels) ++sizes[static_cast<std::size_t>(label)];
+    EXPECT_EQ(got.sizes, sizes) << what;
   }
 }
 
@@ -191,7 +193,7 @@ std::vector<float> numpy_test_points() {
   return x;
 }
 
-TEST(KMeans, MatchesTheNumpyReference) {
+TEST_P(KMeansPerTarget, MatchesTheNumpyReference) {
   // `python tests/python/kmeans_reference.py` prints these.
   EXPECT_EQ(kmeans_initial_indices(60, 4, 3), (std::vector<std::int64_t>{6, 42, 37, 7}));
   const std::vector<std::int32_t> labels = {
@@ -200,20 +202,74 @@ TEST(KMeans, MatchesTheNumpyReference) {
   const std::vector<float> centroid0 = {3.625242233276367f,  3.2552473545074463f,
                                         2.798617124557495f,  0.19947755336761475f,
                                         3.0672168731689453f, -1.4263091087341309f};
-  for (const std::string& isa : test::runnable_isas()) {
-    const test::ScopedIsa scoped(isa);
-    KMeansOptions o;
-    o.clusters = 4;
-    o.seed = 3;
-    const KMeansResult got = kmeans(numpy_test_points(), 6, o);
-    EXPECT_EQ(got.labels, labels) << isa;
-    EXPECT_EQ(got.iterations, 3) << isa;
-    EXPECT_TRUE(got.converged) << isa;
-    for (std::size_t t = 0; t < centroid0.size(); ++t) {
-      EXPECT_NEAR(got.centroids[t], centroid0[t], 1e-6) << isa;
+  KMeansOptions o;
+  o.clusters = 4;
+  o.seed = 3;
+  const KMeansResult got = kmeans(numpy_test_points(), 6, o);
+  EXPECT_EQ(got.labels, labels);
+  EXPECT_EQ(got.iterations, 3);
+  EXPECT_TRUE(got.converged);
+  for (std::size_t t = 0; t < centroid0.size(); ++t) {
+    EXPECT_NEAR(got.centroids[t], centroid0[t], 1e-6);
+  }
+}
+
+// The assignment loop alone, at shapes around its register tiles (1 to 8
+// points, panels of 16 centroids) and beyond its blocks of 256 points, on
+// small integers so that every distance is exact in float and the expected
+// labels, ties to the lowest index included, are exact too.
+TEST_P(KMeansPerTarget, AssignmentLoopMatchesBruteForce) {
+  const kernel::NearestCentroidFn assign = kernel::active_target().nearest_centroid;
+  ASSERT_NE(assign, nullptr);
+  constexpr std::int64_t kPanel = kernel::kCentroidPanel;
+  std::mt19937_64 rng(17);
+  std::uniform_int_distribution<int> coordinate(-3, 3);
+  for (const std::int64_t d : {1, 3, 16, 37}) {
+    for (const std::int64_t k : {1, 15, 16, 17, 40}) {
+      for (const std::int64_t n : {1, 5, 7, 8, 9, 300, 517}) {
+        const std::int64_t begin = n > 8 ? 3 : 0;  // a range that starts inside the points
+        std::vector<float> points(static_cast<std::size_t>((begin + n) * d));
+        for (float& x : points) x = static_cast<float>(coordinate(rng));
+        std::vector<float> centroids(static_cast<std::size_t>(k * d));
+        for (float& x : centroids) x = static_cast<float>(coordinate(rng));
+        // Duplicates, so ties occur and must go to the lower index.
+        if (k > 16) std::copy_n(centroids.begin(), d, centroids.begin() + 16 * d);
+        const std::int64_t k_padded = (k + kPanel - 1) / kPanel * kPanel;
+        std::vector<float> panels(static_cast<std::size_t>(k_padded * d), 0.0f);
+        std::vector<float> norms(static_cast<std::size_t>(k_padded), INFINITY);
+        for (std::int64_t c = 0; c < k; ++c) {
+          norms[c] = 0.0f;
+          for (std::int64_t t = 0; t < d; ++t) {
+            const float x = centroids[c * d + t];
+            panels[(c / kPanel) * d * kPanel + t * kPanel + c % kPanel] = x;
+            norms[c] += x * x;
+          }
+        }
+        std::vector<std::int32_t> labels(static_cast<std::size_t>(n), -1);
+        assign(points.data(), d, begin, begin + n, panels.data(), norms.data(), k_padded,
+               labels.data());
+        for (std::int64_t i = 0; i < n; ++i) {
+          std::int32_t want = 0;
+          double best = INFINITY;
+          for (std::int64_t c = 0; c < k; ++c) {
+            double distance = 0.0;
+            for (std::int64_t t = 0; t < d; ++t) {
+              const double diff = points[(begin + i) * d + t] - centroids[c * d + t];
+              distance += diff * diff;
+            }
+            if (distance < best) {
+              best = distance;
+              want = static_cast<std::int32_t>(c);
+            }
+          }
+          ASSERT_EQ(labels[i], want) << "d=" << d << " k=" << k << " n=" << n << " point " << i;
+        }
+      }
     }
   }
 }
+
+TILESPLASH_INSTANTIATE_FOR_TARGETS(KMeansPerTarget);
 
 TEST(KMeans, SameResultForAnyThreadCount) {
   // Overlapping blobs: many points change cluster every round.

@@ -18,6 +18,7 @@
 #include "support/attention_check.h"
 #include "support/random_data.h"
 #include "support/reference.h"
+#include "support/targets.h"
 #include "tilesplash/mask_spec.h"
 #include "tilesplash/routing.h"
 
@@ -207,7 +208,9 @@ TEST(Radial, SpecRoundTripsAndErrors) {
   EXPECT_THROW(TilePlan::build(radial_mask({2, 2, 2}), 9, 9, {4, 4}), std::invalid_argument);
 }
 
-TEST(Radial, AttentionEqualsTheReference) {
+class RadialPerTarget : public test::TargetTest {};
+
+TEST_P(RadialPerTarget, AttentionEqualsTheReference) {
   for (const auto& [g, o] : std::vector<std::pair<VideoGeometry, RadialOptions>>{
            {{17, 2, 3, 3, TextPlacement::kAfter}, {0.2, 4, true}},
            {{9, 3, 5, 6, TextPlacement::kBefore}, {0.95, 8, false}}}) {
@@ -220,14 +223,11 @@ TEST(Radial, AttentionEqualsTheReference) {
       const Mask mask = radial_mask(g, o);
       const std::vector<test::ReferenceHead> reference =
           test::reference_all_heads(mask, q, k, v, std::nullopt);
-      for (const std::string& isa : test::runnable_isas()) {
-        const test::ScopedIsa scoped(isa);
-        const TilePlan plan = TilePlan::build(mask, n, n, {16, 64});
-        const test::Outputs got = test::run_forward(plan, q, k, v, DType::kF32, {});
-        EXPECT_TRUE(test::matches_reference(reference, got.out, got.lse.data(),
-                                            test::tolerance_for(dtype, DType::kF32), v.max_abs()))
-            << isa << " " << mask.to_string();
-      }
+      const TilePlan plan = TilePlan::build(mask, n, n, {16, 64});
+      const test::Outputs got = test::run_forward(plan, q, k, v, DType::kF32, {});
+      EXPECT_TRUE(test::matches_reference(reference, got.out, got.lse.data(),
+                                          test::tolerance_for(dtype, DType::kF32), v.max_abs()))
+          << mask.to_string();
       // The front door with radial as its one candidate gives the same.
       VideoAttentionOptions options;
       options.candidates = {radial_candidate(g, o)};
@@ -244,6 +244,8 @@ TEST(Radial, AttentionEqualsTheReference) {
     }
   }
 }
+
+TILESPLASH_INSTANTIATE_FOR_TARGETS(RadialPerTarget);
 
 }  // namespace
 }  // namespace tilesplash

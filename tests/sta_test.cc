@@ -18,6 +18,7 @@
 #include "support/attention_check.h"
 #include "support/random_data.h"
 #include "support/reference.h"
+#include "support/targets.h"
 #include "tilesplash/mask_spec.h"
 #include "tilesplash/routing.h"
 
@@ -175,7 +176,9 @@ TEST(Sta, SpecRoundTripsAndErrors) {
   EXPECT_THROW(sta_mask({2, 2, 2}, {{0, 1, 1}, {1, 1, 1}}), std::invalid_argument);
 }
 
-TEST(Sta, AttentionThroughTheFrontDoorEqualsTheReference) {
+class StaPerTarget : public test::TargetTest {};
+
+TEST_P(StaPerTarget, AttentionThroughTheFrontDoorEqualsTheReference) {
   for (const StaCase& c : {StaCase{{7, 5, 6, 9, TextPlacement::kBefore}, {{2, 2, 4}, {3, 1, 2}}},
                            StaCase{{6, 4, 8, 5, TextPlacement::kAfter}, {{3, 2, 4}, {1, 3, 1}}}}) {
     const VideoGeometry& g = c.geometry;
@@ -188,27 +191,26 @@ TEST(Sta, AttentionThroughTheFrontDoorEqualsTheReference) {
       const MaskCandidate candidate = sta_candidate(g, c.options);
       const std::vector<test::ReferenceHead> reference =
           test::reference_all_heads(candidate.mask, q, k, v, std::nullopt);
-      for (const std::string& isa : test::runnable_isas()) {
-        const test::ScopedIsa scoped(isa);
-        VideoAttentionOptions options;
-        options.candidates = {video_candidate(VideoMaskKind::kSpatial, g, 3), candidate};
-        options.force = HeadMask(candidate.name);
-        options.blocks = {16, 64};
-        test::HostTensor out(DType::kF32, heads, n, d);
-        out.fill_storage(7.0f);
-        std::vector<float> lse(static_cast<std::size_t>(heads * n), 3.0f);
-        const LayerReport report =
-            VideoAttention(g, options)
-                .forward({q.view(), k.view(), v.view(), out.mutable_view(), lse.data()});
-        EXPECT_EQ(report.heads[1].choice, HeadMask(candidate.name));
-        EXPECT_GT(report.heads[1].permute_seconds, 0.0);
-        EXPECT_TRUE(test::matches_reference(reference, out, lse.data(),
-                                            test::tolerance_for(dtype, DType::kF32), v.max_abs()))
-            << isa << " " << candidate.mask.to_string();
-      }
+      VideoAttentionOptions options;
+      options.candidates = {video_candidate(VideoMaskKind::kSpatial, g, 3), candidate};
+      options.force = HeadMask(candidate.name);
+      options.blocks = {16, 64};
+      test::HostTensor out(DType::kF32, heads, n, d);
+      out.fill_storage(7.0f);
+      std::vector<float> lse(static_cast<std::size_t>(heads * n), 3.0f);
+      const LayerReport report =
+          VideoAttention(g, options)
+              .forward({q.view(), k.view(), v.view(), out.mutable_view(), lse.data()});
+      EXPECT_EQ(report.heads[1].choice, HeadMask(candidate.name));
+      EXPECT_GT(report.heads[1].permute_seconds, 0.0);
+      EXPECT_TRUE(test::matches_reference(reference, out, lse.data(),
+                                          test::tolerance_for(dtype, DType::kF32), v.max_abs()))
+          << candidate.mask.to_string();
     }
   }
 }
+
+TILESPLASH_INSTANTIATE_FOR_TARGETS(StaPerTarget);
 
 }  // namespace
 }  // namespace tilesplash

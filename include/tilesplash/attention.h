@@ -60,11 +60,12 @@ class AttentionRunner : public AttentionBackend {
 void attention_forward(const TilePlan& plan, const AttentionArgs& args,
                        const AttentionOptions& options = {});
 
-// SIMD targets compiled into this build, best first, and the one in use.
-// TILESPLASH_ISA=<name> in the environment forces a (supported) target.
+// SIMD targets compiled into this build that this CPU runs, best first, and
+// the one in use. TILESPLASH_ISA=<name> in the environment forces a
+// (supported) target.
 std::vector<std::string> available_isas();
 std::string active_isa();
-// Forces a target for this process (tests run every target); throws
+// Forces a target for this process (the tests run each target); throws
 // std::invalid_argument for an unknown name or one the CPU lacks. An empty
 // name restores automatic selection.
 void set_isa(const std::string& name);

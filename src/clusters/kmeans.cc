@@ -1,9 +1,8 @@
 // Lloyd's k-means (see clusters.h). Assignment is the costly part: points
 // are split into fixed chunks over the threading context, each chunk against every
-// centroid with the target's register-blocked loop. The update sorts points
-// by label (a counting sort, so members stay in index order) and sums each
-// cluster in double in that order, so the result does not depend on the
-// thread count.
+// centroid with the active SIMD target's loop (kernel/nearest_centroid-inl.h). The update sorts
+// points by label (a counting sort, so members stay in index order) and sums each cluster in double
+// in that order, so the result does not depend on the thread count.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -11,10 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "clusters/kmeans_assign.h"
 #include "clusters/kmeans_internal.h"
+#include "kernel/isa_dispatch.h"
 #include "masks/mask_util.h"
-#include "tilesplash/attention.h"
 #include "tilesplash/clusters.h"
 
 namespace tilesplash {
@@ -22,24 +20,25 @@ namespace detail {
 namespace {
 
 constexpr std::int64_t kChunkPoints = 256;
+constexpr std::int64_t kPanel = kernel::kCentroidPanel;
 
 [[noreturn]] void fail(const std::string& message) {
   throw std::invalid_argument("kmeans: " + message);
 }
 
-// Centroids packed into panels of 16 (see kmeans_assign.h), and their
+// Centroids packed into panels of kPanel (see kernel/target_ops.h), and their
 // squared norms (+inf in the padding, so it is never the nearest).
 void pack(const std::vector<float>& centroids, std::int64_t k, std::int64_t d,
           std::vector<float>& panels, std::vector<float>& norms) {
-  const std::int64_t k_padded = (k + kAssignColumns - 1) / kAssignColumns * kAssignColumns;
+  const std::int64_t k_padded = (k + kPanel - 1) / kPanel * kPanel;
   panels.assign(static_cast<std::size_t>(d * k_padded), 0.0f);
   norms.assign(static_cast<std::size_t>(k_padded), std::numeric_limits<float>::infinity());
   for (std::int64_t c = 0; c < k; ++c) {
     float norm = 0.0f;
-    float* panel = panels.data() + (c / kAssignColumns) * d * kAssignColumns + c % kAssignColumns;
+    float* panel = panels.data() + (c / kPanel) * d * kPanel + c % kPanel;
     for (std::int64_t t = 0; t < d; ++t) {
       const float value = centroids[static_cast<std::size_t>(c * d + t)];
-      panel[t * kAssignColumns] = value;
+      panel[t * kPanel] = value;
       norm += value * value;
     }
     norms[static_cast<std::size_t>(c)] = norm;
@@ -47,13 +46,6 @@ void pack(const std::vector<float>& centroids, std::int64_t k, std::int64_t d,
 }
 
 }  // namespace
-
-AssignFn active_assign() {
-#if TILESPLASH_HAVE_X86_ISAS
-  if (active_isa() != "generic") return &assign_nearest_avx2;
-#endif
-  return &assign_nearest_generic;
-}
 
 KMeansResult run_kmeans(ThreadingContext& context, int threads, std::span<const float> points,
                         std::int64_t dim, const KMeansOptions& options,
@@ -104,9 +96,10 @@ KMeansResult run_kmeans(ThreadingContext& context, int threads, std::span<const 
   result.labels.assign(static_cast<std::size_t>(n), 0);
   result.sizes.assign(static_cast<std::size_t>(k), 0);
 
-  const AssignFn assign = active_assign();
+  // The active SIMD target's loop, as the attention kernel's (TILESPLASH_ISA, set_isa()).
+  const kernel::NearestCentroidFn assign = kernel::active_target().nearest_centroid;
   const std::int64_t chunks = (n + kChunkPoints - 1) / kChunkPoints;
-  const std::int64_t k_padded = (k + kAssignColumns - 1) / kAssignColumns * kAssignColumns;
+  const std::int64_t k_padded = (k + kPanel - 1) / kPanel * kPanel;
   std::vector<float> panels, norms;
   std::vector<std::int64_t> start(static_cast<std::size_t>(k + 1));
   std::vector<std::int64_t> members(static_cast<std::size_t>(n));

@@ -3,10 +3,20 @@
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "kernel/target_list.h"
+
+#if TILESPLASH_ARCH_AARCH64 && defined(__linux__)
+#include <sys/auxv.h>
+#define TILESPLASH_HAVE_GETAUXVAL 1
+#else
+#define TILESPLASH_HAVE_GETAUXVAL 0
+#endif
 
 namespace tilesplash::kernel {
 
@@ -20,19 +30,11 @@ namespace tilesplash::kernel {
 
 namespace {
 
-// Whether targets of an arch column of targets.def are compiled in this build
-// (CMake defines TILESPLASH_ARCH_X86 to match).
-constexpr bool kArch_any = true;
-constexpr bool kArch_x86 = TILESPLASH_ARCH_X86 != 0;
-
-// One CPU feature by the name targets.def uses. __builtin_cpu_supports takes
-// only string literals, hence the table.
-bool cpu_has(const std::string& feature) {
-#if TILESPLASH_EMULATE_AVX512
-  // Test-only build: the avx512* targets run on SIMDe (cmake/TilesplashIsa.cmake).
-  if (feature.starts_with("avx512")) return true;
-#endif
+// One CPU feature by the name targets.def uses, from this arch's table;
+// nullopt for a name the table lacks.
+std::optional<bool> arch_cpu_feature(const std::string& feature) {
 #if TILESPLASH_ARCH_X86
+  // __builtin_cpu_supports takes only string literals, hence the table.
   if (feature == "avx512bf16") return __builtin_cpu_supports("avx512bf16");
   if (feature == "avx512f") return __builtin_cpu_supports("avx512f");
   if (feature == "avx512bw") return __builtin_cpu_supports("avx512bw");
@@ -41,20 +43,49 @@ bool cpu_has(const std::string& feature) {
   if (feature == "avx2") return __builtin_cpu_supports("avx2");
   if (feature == "fma") return __builtin_cpu_supports("fma");
   if (feature == "f16c") return __builtin_cpu_supports("f16c");
+#elif TILESPLASH_ARCH_AARCH64 && TILESPLASH_HAVE_GETAUXVAL
+  // The names of /proc/cpuinfo's Features line, from the hardware capability
+  // bits Linux puts in the auxiliary vector.
+  const unsigned long hwcap = getauxval(AT_HWCAP);
+  const unsigned long hwcap2 = getauxval(AT_HWCAP2);
+  if (feature == "asimd") return (hwcap & HWCAP_ASIMD) != 0;
+  if (feature == "asimdhp") return (hwcap & HWCAP_ASIMDHP) != 0;
+  if (feature == "asimddp") return (hwcap & HWCAP_ASIMDDP) != 0;
+  if (feature == "sve") return (hwcap & HWCAP_SVE) != 0;
+  if (feature == "i8mm") return (hwcap2 & HWCAP2_I8MM) != 0;
+  if (feature == "bf16") return (hwcap2 & HWCAP2_BF16) != 0;
+#elif TILESPLASH_ARCH_AARCH64
+  // No auxiliary vector (not Linux): NEON, which every AArch64 CPU has, and
+  // nothing else, so the targets that need more are never chosen here.
+  return feature == "asimd";
 #endif
+  return std::nullopt;
+}
+
+bool cpu_has(const std::string& feature) {
+#if TILESPLASH_EMULATE_AVX512
+  // Test-only build: the avx512* targets run on SIMDe (cmake/TilesplashIsa.cmake).
+  if (feature.starts_with("avx512")) return true;
+#endif
+  if (const std::optional<bool> has = arch_cpu_feature(feature)) return *has;
   // A feature this table does not know is a mistake in targets.def, caught by
   // the dispatch test rather than silently treated as present.
   throw std::logic_error("targets.def names an unknown CPU feature '" + feature + "'");
 }
 
-bool cpu_has_all(const char* features) {
+}  // namespace
+
+std::vector<std::string> missing_cpu_features(const char* features) {
+  std::vector<std::string> missing;
   std::istringstream words(features);
   std::string feature;
   while (words >> feature) {
-    if (!cpu_has(feature)) return false;
+    if (!cpu_has(feature)) missing.push_back(feature);
   }
-  return true;
+  return missing;
 }
+
+namespace {
 
 struct TargetEntry {
   const char* name;
@@ -78,7 +109,7 @@ const std::vector<TargetEntry>& target_table() {
   return table;
 }
 
-bool supported(const TargetEntry& entry) { return cpu_has_all(entry.features); }
+bool supported(const TargetEntry& entry) { return missing_cpu_features(entry.features).empty(); }
 
 // `source` names where the name came from ("isa" for set_isa(), the
 // environment variable otherwise), so the message points at what to fix.
@@ -86,7 +117,12 @@ const TargetEntry* find_supported(const std::string& name, const std::string& so
   for (const TargetEntry& entry : target_table()) {
     if (name == entry.name) {
       if (!supported(entry)) {
-        throw std::invalid_argument(source + ": this CPU does not support '" + name + "'");
+        std::string missing;
+        for (const std::string& feature : missing_cpu_features(entry.features)) {
+          missing += " " + feature;
+        }
+        throw std::invalid_argument(source + ": this CPU does not support '" + name +
+                                    "' (it lacks" + missing + ")");
       }
       return &entry;
     }

@@ -12,4 +12,5 @@
 #include "kernel/f32_path-inl.h"
 #include "kernel/flash_forward-inl.h"
 #include "kernel/fma_peak-inl.h"
+#include "kernel/nearest_centroid-inl.h"
 // clang-format on

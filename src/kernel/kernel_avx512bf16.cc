@@ -202,7 +202,10 @@ void forward(const ForwardParams& params, Workspace& workspace, ThreadingContext
 }  // namespace
 
 TargetOps target_ops() {
-  return {&forward, fma_peak_loop(), {&bf16_peak_run, 4.0 * Traits::kPeakChains * kLanes}};
+  return {&forward,
+          fma_peak_loop(),
+          {&bf16_peak_run, 4.0 * Traits::kPeakChains * kLanes},
+          &nearest_centroid};
 }
 
 }  // namespace tilesplash::kernel::avx512bf16

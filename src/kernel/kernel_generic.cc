@@ -14,6 +14,6 @@ void forward(const ForwardParams& params, Workspace& workspace, ThreadingContext
 }
 }  // namespace
 
-TargetOps target_ops() { return {&forward, fma_peak_loop(), {}}; }
+TargetOps target_ops() { return {&forward, fma_peak_loop(), {}, &nearest_centroid}; }
 
 }  // namespace tilesplash::kernel::generic

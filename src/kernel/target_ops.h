@@ -1,6 +1,8 @@
-// What each SIMD target's translation unit exports: its attention forward and
-// the register-resident multiply-add loops that measure its peak. Dispatch
-// (kernel/isa_dispatch.h) holds one of these per target of targets.def.
+// What each SIMD target's translation unit exports: its attention forward, the
+// register-resident multiply-add loops that measure its peak, and the k-means
+// assignment loop. Dispatch (kernel/isa_dispatch.h) holds one of these per
+// target of targets.def, so every SIMD loop of the library follows the same
+// run-time choice.
 #pragma once
 
 #include <cstdint>
@@ -16,12 +18,27 @@ struct FmaLoop {
   double flops_per_round = 0.0;
 };
 
+// Centroids per panel of the k-means assignment loop.
+inline constexpr std::int64_t kCentroidPanel = 16;
+
+// labels[i - begin] = argmin_c (norms[c] - 2 points[i] . c) over c < k_padded,
+// the lowest c on a tie, for points i in [begin, end) of `points` (rows of d
+// floats). `panels` holds k_padded / kCentroidPanel panels (k_padded a
+// multiple of kCentroidPanel), panel p at p * d * kCentroidPanel with element
+// (t, j) = coordinate t of centroid kCentroidPanel * p + j; padding centroids
+// carry norms of +inf, so they are never the nearest.
+using NearestCentroidFn = void (*)(const float* points, std::int64_t d, std::int64_t begin,
+                                   std::int64_t end, const float* panels, const float* norms,
+                                   std::int64_t k_padded, std::int32_t* labels);
+
 struct TargetOps {
   ForwardFn forward = nullptr;
   FmaLoop f32_peak;
   // The rate bf16 inputs run at; run == nullptr when they are widened to f32
   // (the f32 loop is then the bf16 peak too).
   FmaLoop bf16_peak;
+  // The assignment step of k-means (clusters/kmeans.cc).
+  NearestCentroidFn nearest_centroid = nullptr;
 };
 
 }  // namespace tilesplash::kernel

@@ -3,31 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <exception>
 #include <limits>
 #include <sstream>
 
 namespace tilesplash::test {
-
-const std::vector<std::string>& runnable_isas() {
-  static const std::vector<std::string> isas = [] {
-    std::vector<std::string> result;
-    for (const std::string& isa : available_isas()) {
-      try {
-        set_isa(isa);
-        result.push_back(isa);
-      } catch (const std::exception&) {
-        // Compiled in but not supported by this CPU.
-      }
-    }
-    set_isa("");
-    return result;
-  }();
-  return isas;
-}
-
-ScopedIsa::ScopedIsa(const std::string& isa) { set_isa(isa); }
-ScopedIsa::~ScopedIsa() { set_isa(""); }
 
 std::vector<ReferenceHead> reference_all_heads(const Mask& mask, const HostTensor& q,
                                                const HostTensor& k, const HostTensor& v,

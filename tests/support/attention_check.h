@@ -1,5 +1,6 @@
-// Shared plumbing of the kernel tests: which SIMD targets to run, a kernel call
-// into sentinel-filled buffers, and the verdict against the reference.
+// Shared plumbing of the kernel tests: a kernel call into sentinel-filled
+// buffers and the verdict against the reference. (Which SIMD targets they run
+// on: support/targets.h.)
 #pragma once
 
 #include <gtest/gtest.h>
@@ -15,20 +16,6 @@
 #include "tilesplash/plan.h"
 
 namespace tilesplash::test {
-
-// Compiled targets that set_isa() accepts on this CPU, best first. A target
-// the CPU lacks is skipped rather than failed, so the suite runs anywhere.
-const std::vector<std::string>& runnable_isas();
-
-// Forces one target for the scope; automatic selection comes back even when a
-// fatal assertion leaves the test early.
-class ScopedIsa {
- public:
-  explicit ScopedIsa(const std::string& isa);
-  ~ScopedIsa();
-  ScopedIsa(const ScopedIsa&) = delete;
-  ScopedIsa& operator=(const ScopedIsa&) = delete;
-};
 
 std::vector<ReferenceHead> reference_all_heads(const Mask& mask, const HostTensor& q,
                                                const HostTensor& k, const HostTensor& v,
