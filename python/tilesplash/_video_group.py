@@ -25,14 +25,17 @@ from ._dist.agreement import gather_objects
 _WHO = "tilesplash.VideoAttention"
 
 
-def group_forward(attention, group, timeout, q, k, v, layer, step, layout, return_lse):
+def group_forward(attention, group, timeout, q, k, v, layer, step, layout, return_lse,
+                  key_lengths=None):
     """VideoAttention.__call__ with a group: this rank's shard in, its shard out.
 
     The ranks agree first, in the exchange's own all_gather, on the call (layer,
-    step, return_lse, the tensors' shapes, dtype and layout) and on the whole
+    step, return_lse, key_lengths, the tensors' shapes, dtype and layout) and on the whole
     configuration of the object (attention._agreement()): ranks that disagree all
     raise, naming what differs, before any data moves."""
-    arguments = dict(attention._agreement(), layer=layer, step=step, return_lse=return_lse)
+    lengths = key_lengths.tolist() if hasattr(key_lengths, "tolist") else key_lengths
+    arguments = dict(attention._agreement(), layer=layer, step=step, return_lse=return_lse,
+                     key_lengths=lengths)
     ctx, call, shards = _dist.start(q, k, v, "dense", layout, None, 0, group, timeout, _WHO,
                                     backend=attention.backend, arguments=arguments)
     attention._calls_since_reset += 1
@@ -48,7 +51,8 @@ def group_forward(attention, group, timeout, q, k, v, layer, step, layout, retur
     out = lse = report = error = None
     try:
         if h1 > h0:
-            out, lse, report = attention._forward_local(qh, kh, vh, layer, step, "bnhd", True)
+            out, lse, report = attention._forward_local(qh, kh, vh, layer, step, "bnhd", True,
+                                                        key_lengths)
         else:  # more ranks than heads: this rank runs none, but still exchanges
             out = torch.empty(call.batch, shards.total, 0, call.v_dim, dtype=call.dtype,
                               device=call.q.device)

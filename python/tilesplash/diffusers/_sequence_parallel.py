@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import inspect
 
 import torch
 
@@ -103,7 +104,7 @@ class SequenceParallel:
         return None if self.range is None else self.range[1] - self.range[0]
 
     def install(self, transformer) -> None:
-        self._hooks = [
+        self._hooks += [
             transformer.rope.register_forward_hook(self._slice_rotary),
             transformer.patch_embedding.register_forward_hook(self._slice_patches),
             transformer.proj_out.register_forward_hook(self._gather),
@@ -116,12 +117,14 @@ class SequenceParallel:
         self.sizes = self.range = None
 
     def begin_forward(self, video: tuple[int, int, int], timestep, settings, transformer,
-                      inputs: dict) -> None:
-        """Before a call of the transformer: the ranks agree that they make the same
-        call (forward_description; all raise, naming what differs, otherwise) and
-        this rank's shard of the video's tokens is fixed."""
-        _dist.agree_description(self.ctx, "all_gather of the transformer call's settings, model and inputs",
-                                forward_description(settings, transformer, inputs))
+                      args: tuple, kwargs: dict) -> None:
+        """Before a call of the transformer (its forward's args and kwargs): the ranks
+        agree that they make the same call (forward_description; all raise, naming
+        what differs, otherwise), and this rank's shard of the video's tokens is fixed."""
+        inputs = inspect.signature(transformer.forward).bind_partial(*args, **kwargs).arguments
+        _dist.agree_description(
+            self.ctx, "all_gather of the transformer call's settings, model and inputs",
+            forward_description(settings, transformer, inputs))
         if torch.as_tensor(timestep).ndim == 2:
             raise ValueError(
                 f"{_WHO}: per-token timesteps (Wan 2.2 TI2V, timestep [batch, tokens]) are not "
