@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 
 namespace tilesplash {
@@ -33,6 +34,16 @@ struct IndexRange {
 namespace detail {
 class MaskNode;
 }
+
+// How deep ORs inside ANDs may nest: the parentheses of the SPEC text
+// (an OR inside an AND is printed in brackets), so that every mask prints a
+// SPEC the parser reads back and no walk of a mask recurses without bound.
+inline constexpr int kMaxMaskNesting = 64;
+// How many terms (masks other than OR / AND, counted with repeats) one mask
+// may combine. A plan classifies every term on every tile, and a partial tile
+// evaluates every term on every pair, so a mask of T terms runs up to T times
+// slower than one of one term; past a million that is no mask anyone means.
+inline constexpr std::int64_t kMaxMaskTerms = std::int64_t{1} << 20;
 
 class Mask {
  public:
@@ -65,6 +76,13 @@ class Mask {
 
   Mask operator|(const Mask& other) const;  // kept when either keeps
   Mask operator&(const Mask& other) const;  // kept when both keep
+  // The OR / AND of every mask, built in one step: O(total children), where
+  // a | b | c | ... copies the growing child list at every step (O(n^2)).
+  // One mask gives itself; none throws std::invalid_argument. Either throws
+  // when ORs and ANDs would nest deeper than kMaxMaskNesting or combine more
+  // than kMaxMaskTerms terms (as do | and &).
+  static Mask any_of(std::span<const Mask> masks);
+  static Mask all_of(std::span<const Mask> masks);
 
   // Indices are any int64 values, ranges any [begin, end) of them: every
   // built-in mask answers exactly over the whole range (no offset or index is

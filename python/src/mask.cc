@@ -7,11 +7,13 @@
 #include <nanobind/stl/array.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "bindings.h"
 #include "tilesplash/mask_spec.h"
@@ -120,6 +122,10 @@ void bind_mask(nb::module_& m) {
             return sta_mask(g, {tile, window});
           },
           "geometry"_a, "window"_a, "tile"_a)
+      .def_static(
+          "any_of", [](const std::vector<Mask>& masks) { return Mask::any_of(masks); }, "masks"_a)
+      .def_static(
+          "all_of", [](const std::vector<Mask>& masks) { return Mask::all_of(masks); }, "masks"_a)
       .def(
           "__or__", [](const Mask& a, const Mask& b) { return a | b; }, nb::is_operator())
       .def(

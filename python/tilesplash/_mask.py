@@ -164,6 +164,22 @@ class Mask:
         (q0, q1), (k0, k1) = _range(rows, "rows"), _range(cols, "cols")
         return _core.classify_window(self._core, q0, q1, k0, k1)
 
+    @staticmethod
+    def any_of(masks) -> "Mask":
+        """The OR of every mask in `masks` (Masks or SPEC strings), built in one step.
+
+        Kept when any keeps. Costs O(total terms), where chaining
+        ``a | b | c | ...`` over n masks costs O(n^2): each ``|`` makes a
+        complete mask, its SPEC text included, and so copies the growing OR.
+        """
+        return Mask(_core.Mask.any_of(_operands(masks, "any_of")))
+
+    @staticmethod
+    def all_of(masks) -> "Mask":
+        """The AND of every mask in `masks` (Masks or SPEC strings), built in one step;
+        kept when all keep. O(total terms), as any_of."""
+        return Mask(_core.Mask.all_of(_operands(masks, "all_of")))
+
     def __or__(self, other: "Mask") -> "Mask":
         if not isinstance(other, Mask):
             return NotImplemented
@@ -210,6 +226,21 @@ class Mask:
 
     def __deepcopy__(self, memo) -> "Mask":
         return self
+
+
+def _operands(masks, who):
+    """The cores of a non-empty iterable of Masks or SPEC strings."""
+    if isinstance(masks, (str, Mask)):
+        raise TypeError(f"masks: Mask.{who} takes an iterable of masks, got one "
+                        f"{type(masks).__name__}; wrap it in a list")
+    try:
+        items = list(masks)
+    except TypeError:
+        raise TypeError(f"masks: Mask.{who} takes an iterable of Masks or SPEC strings, got "
+                        f"{type(masks).__name__}") from None
+    if not items:
+        raise ValueError(f"masks: Mask.{who} needs at least one mask, got none")
+    return [as_mask(m)._core for m in items]
 
 
 def _video_args(geometry, band, sink, text_full, density):

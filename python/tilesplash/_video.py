@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from . import _core
 from ._backend import check_backend, resolve
+from ._dist.agreement import DERIVED, PER_RANK
+from ._dist.group import check_timeout
 from ._mask import Mask
 from ._methods import check_method, method_names
 from ._threading import check_context, core_of
@@ -106,6 +108,7 @@ class VideoAttention:
                  seed=0, force=None, threads=0, block_q=None, block_kv=None, scale=None,
                  context=None, group=None, timeout=None, backend="auto", flex_strategy="permute",
                  flex_compile=None):
+        arguments = dict(locals())  # with a group, all but the PER_RANK ones must agree
         if not isinstance(geometry, _core.VideoGeometry):
             raise TypeError(f"geometry: expected a tilesplash.VideoGeometry, got "
                             f"{type(geometry).__name__}")
@@ -127,7 +130,7 @@ class VideoAttention:
             *check_blocks(block_q, block_kv), check_scale(scale),
             core_of(check_context(context)))
         self._group = group
-        self._timeout = timeout
+        self._timeout = check_timeout(timeout)
         self._backend = check_backend(backend)
         self._flex = None
         self._flex_settings = dict(
@@ -139,6 +142,14 @@ class VideoAttention:
                              f"{flex_strategy!r}")
         self._svg2 = dict(density=float(density), seed=0) if method == "svg2" else None
         self._last_heads = None  # with a group: the global heads [begin, end) of the last call
+        # What ranks of a group must agree on: the arguments, and what the
+        # library made of them (the band, the candidates' masks).
+        self._agreed = {f"VideoAttention.{name}": value for name, value in arguments.items()
+                        if name not in PER_RANK}
+        self._agreed["VideoAttention band" + DERIVED] = self.band
+        self._agreed["VideoAttention candidates" + DERIVED] = tuple(
+            (name, density, str(self._core.mask(name))) for name, density in self.candidates)
+        self._calls_since_reset = 0  # svg2 warm-starts from the calls since reset_clusters()
 
     @property
     def backend(self) -> str:
@@ -215,10 +226,22 @@ class VideoAttention:
 
     def reset_clusters(self) -> None:
         """svg2: forget the clusters of earlier calls (a new video); the next call clusters
-        every head from scratch."""
+        every head from scratch. With a group, every rank resets before the same call."""
         self._core.reset_clusters()
         if self._flex is not None and self._flex.clusters is not None:
             self._flex.clusters.reset()
+        self._calls_since_reset = 0
+
+    def _agreement(self) -> dict:
+        """Everything of this object that changes a call's result, by name, which the
+        ranks of a group compare on every call: the constructor's arguments but the
+        PER_RANK ones, the band and candidates the library made of them, and for
+        svg2 (whose clusters warm-start from earlier calls) the calls since
+        reset_clusters()."""
+        agreed = dict(self._agreed)
+        if self.method == "svg2":
+            agreed["VideoAttention calls since reset_clusters()"] = self._calls_since_reset
+        return agreed
 
     def __call__(self, q, k, v, layer=0, step=0, layout="bnhd", return_lse=False, key_lengths=None):
         """Attention of every head of q, k, v ([.., tokens, ..] in `layout`, tokens =
@@ -255,7 +278,9 @@ class VideoAttention:
 
             return group_forward(self, self._group, self._timeout, q, k, v, layer, step, layout,
                                  return_lse, key_lengths)
-        return self._forward_local(q, k, v, layer, step, layout, return_lse, key_lengths)
+        result = self._forward_local(q, k, v, layer, step, layout, return_lse, key_lengths)
+        self._calls_since_reset += 1
+        return result
 
     def _key_lengths(self, key_lengths):
         """key_lengths as a list of ints in range, or None when nothing is padded."""

@@ -19,54 +19,31 @@ global here, and every rank returns the whole list.
 
 from __future__ import annotations
 
-import pickle
-
 from . import _dist
+from ._dist.agreement import gather_objects
 
 _WHO = "tilesplash.VideoAttention"
 
 
-def _gather_objects(ctx, obj) -> list:
-    """Every rank's picklable `obj`, in rank order, under the group's timeout."""
-    torch, dist = _dist.torch_modules()
-    data = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8).to(ctx.device)
-    size = torch.tensor([data.numel()], dtype=torch.int64, device=ctx.device)
-    sizes = [torch.empty_like(size) for _ in range(ctx.size)]
-    ctx.run("all_gather of the report sizes",
-            lambda: dist.all_gather(sizes, size, group=ctx.group, async_op=True))
-    longest = max(int(s) for s in sizes)
-    padded = torch.zeros(longest, dtype=torch.uint8, device=ctx.device)
-    padded[:data.numel()] = data
-    rows = [torch.empty_like(padded) for _ in range(ctx.size)]
-    ctx.run("all_gather of the reports",
-            lambda: dist.all_gather(rows, padded, group=ctx.group, async_op=True))
-    return [pickle.loads(row[:int(s)].cpu().numpy().tobytes()) for row, s in zip(rows, sizes)]
+def group_forward(attention, group, timeout, q, k, v, layer, step, layout, return_lse,
+                  key_lengths=None):
+    """VideoAttention.__call__ with a group: this rank's shard in, its shard out.
 
-
-def _agree_call(ctx, layer: int, step: int, tokens: int, heads: int, shards):
-    """Every rank must call at the same layer and step, with shards that add up
-    to the geometry; raises on every rank otherwise (they all see the same rows)."""
-    torch, dist = _dist.torch_modules()
-    mine = torch.tensor([layer, step, tokens], dtype=torch.int64, device=ctx.device)
-    rows = [torch.empty_like(mine) for _ in range(ctx.size)]
-    ctx.run("all_gather of layer and step",
-            lambda: dist.all_gather(rows, mine, group=ctx.group, async_op=True))
-    for i, name in enumerate(("layer", "step", "geometry.tokens")):
-        column = [int(x[i]) for x in rows]
-        if len(set(column)) > 1:
-            raise ValueError(f"{_WHO}: every rank must pass the same {name}; by rank: {column}")
+    The ranks agree first, in the exchange's own all_gather, on the call (layer,
+    step, return_lse, key_lengths, the tensors' shapes, dtype and layout) and on the whole
+    configuration of the object (attention._agreement()): ranks that disagree all
+    raise, naming what differs, before any data moves."""
+    lengths = key_lengths.tolist() if hasattr(key_lengths, "tolist") else key_lengths
+    arguments = dict(attention._agreement(), layer=layer, step=step, return_lse=return_lse,
+                     key_lengths=lengths)
+    ctx, call, shards = _dist.start(q, k, v, "dense", layout, None, 0, group, timeout, _WHO,
+                                    backend=attention.backend, arguments=arguments)
+    attention._calls_since_reset += 1
+    tokens = attention.geometry.tokens
     if shards.total != tokens:
         raise ValueError(
             f"q, k, v: the ranks' sequence shards hold {shards.total} tokens in all "
             f"({list(shards.sizes)} by rank); geometry.tokens is {tokens}")
-
-
-def group_forward(attention, group, timeout, q, k, v, layer, step, layout, return_lse,
-                  key_lengths=None):
-    """VideoAttention.__call__ with a group: this rank's shard in, its shard out."""
-    ctx, call, shards = _dist.start(q, k, v, "dense", layout, None, 0, group, timeout, _WHO,
-                                    backend=attention.backend)
-    _agree_call(ctx, layer, step, attention.geometry.tokens, call.heads, shards)
     torch, _ = _dist.torch_modules()
     exchange = _dist.UlyssesExchange(ctx, shards, call.heads)
     h0, h1 = exchange.heads
@@ -88,7 +65,7 @@ def group_forward(attention, group, timeout, q, k, v, layer, step, layout, retur
     mine = {"ok": error is None, "error": f"{type(error).__name__}: {error}" if error else None,
             "heads": heads, "report": None if report is None else
             {key: value for key, value in report.items() if key != "heads"}}
-    everyone = _gather_objects(ctx, mine)
+    everyone = gather_objects(ctx, "the reports", mine)
     if error is not None:
         raise error
     failed = [(r, x["error"]) for r, x in enumerate(everyone) if not x["ok"]]

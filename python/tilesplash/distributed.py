@@ -18,11 +18,14 @@ tilesplash.attention on the whole sequence, within float32 rounding):
 
 Works with any backend that has all_to_all_single and isend / irecv (gloo on
 CPUs; tilesplash itself runs on the CPU). torch is imported on first use, not
-with this module. Every collective waits at most `timeout` seconds: a rank
-that raised, hung or exited makes the others raise (TimeoutError or
-RuntimeError naming the step) instead of hanging. Arguments are checked on
-every rank and compared across ranks before any data moves, so a bad argument
-on one rank makes every rank raise.
+with this module. Every collective waits at most `timeout` seconds (None:
+DEFAULT_TIMEOUT; seconds or a timedelta in (0, MAX_TIMEOUT], rounded up to
+whole milliseconds): a rank that raised, hung or exited makes the others raise
+(TimeoutError or RuntimeError naming the step) instead of hanging. Arguments
+are checked on every rank and compared across ranks before any data moves
+(every argument but the rank's own tensors, group, timeout, threads and
+context; the mask by its SPEC), so a bad argument on one rank, or ranks that
+disagree, make every rank raise, naming what differs.
 
 The pieces are public so that whole-sequence per-head work (VideoAttention's
 routing, a diffusers processor) can run on head shards: ulysses_exchange()
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 from ._dist import (
     DEFAULT_TIMEOUT,
+    MAX_TIMEOUT,
     SequenceShards,
     UlyssesExchange,
     head_range,
@@ -47,6 +51,7 @@ from ._dist import (
 
 __all__ = [
     "DEFAULT_TIMEOUT",
+    "MAX_TIMEOUT",
     "SequenceShards",
     "UlyssesExchange",
     "head_range",

@@ -2,6 +2,7 @@
 // those decide the answer; only ambiguous mixes (two partial children) scan.
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 #include <typeinfo>
 
 #include "masks/mask_util.h"
@@ -31,13 +32,36 @@ void eval_combined(const std::vector<NodePtr>& children, std::int64_t q, std::in
   }
 }
 
+thread_local std::uint64_t children_built = 0;
+
 }  // namespace
 
-CombineNode::CombineNode(std::vector<NodePtr> children) : children_(std::move(children)) {
+std::uint64_t combine_children_built() { return children_built; }
+
+CombineNode::CombineNode(std::vector<NodePtr> children, bool is_and)
+    : children_(std::move(children)) {
   if (children_.empty()) throw std::invalid_argument("mask: OR / AND needs at least one child");
   for (const NodePtr& child : children_) {
     if (!child) throw std::invalid_argument("mask: OR / AND child is null");
+    const auto* combined = dynamic_cast<const CombineNode*>(child.get());
+    terms_ += combined != nullptr ? combined->terms_ : 1;
+    if (combined == nullptr) continue;
+    const bool bracketed = is_and && typeid(*child) == typeid(OrNode);
+    nesting_ = std::max(nesting_, combined->nesting_ + (bracketed ? 1 : 0));
   }
+  if (nesting_ > kMaxMaskNesting) {
+    throw std::invalid_argument(
+        "mask: ORs inside ANDs nest " + std::to_string(nesting_) + " deep, more than " +
+        std::to_string(kMaxMaskNesting) +
+        " (the parentheses of its SPEC); build wide ORs and ANDs in one step (any_of, all_of) "
+        "instead of alternating | and &");
+  }
+  if (terms_ > kMaxMaskTerms) {
+    throw std::invalid_argument("mask: " + std::to_string(terms_) + " terms, more than " +
+                                std::to_string(kMaxMaskTerms) +
+                                " (every term is evaluated on every pair of a partial tile)");
+  }
+  children_built += children_.size();
 }
 
 bool CombineNode::is_analytic() const {

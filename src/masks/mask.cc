@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <limits>
+#include <span>
 #include <stdexcept>
+#include <string>
 #include <typeinfo>
 #include <utility>
 #include <vector>
@@ -58,15 +60,24 @@ namespace {
 using detail::NodePtr;
 
 // Keeps OR / AND trees flat: (a | b) | c and a | (b | c) become one OR of
-// three, so equal expressions compare equal and print one way.
+// three, so equal expressions compare equal and print one way. The children
+// are gathered once, so an OR of n parts costs O(n) however it is split.
 template <typename Combine>
-Mask combine(const NodePtr& a, const NodePtr& b) {
+Mask combine(std::span<const NodePtr> parts, const char* who) {
+  if (parts.empty()) throw std::invalid_argument(std::string(who) + ": expected at least one mask");
+  if (parts.size() == 1) return Mask(parts.front());
+  std::size_t total = 0;
+  for (const NodePtr& part : parts) {
+    const auto* same = dynamic_cast<const Combine*>(part.get());
+    total += same != nullptr ? same->children().size() : 1;
+  }
   std::vector<NodePtr> children;
-  for (const NodePtr& side : {a, b}) {
-    if (const auto* same = dynamic_cast<const Combine*>(side.get())) {
+  children.reserve(total);
+  for (const NodePtr& part : parts) {
+    if (const auto* same = dynamic_cast<const Combine*>(part.get())) {
       children.insert(children.end(), same->children().begin(), same->children().end());
     } else {
-      children.push_back(side);
+      children.push_back(part);
     }
   }
   return Mask(std::make_shared<Combine>(std::move(children)));
@@ -118,11 +129,27 @@ Mask Mask::function(std::function<bool(std::int64_t q, std::int64_t k)> keep, st
 }
 
 Mask Mask::operator|(const Mask& other) const {
-  return combine<detail::OrNode>(node_, other.node_);
+  const NodePtr parts[] = {node_, other.node_};
+  return combine<detail::OrNode>(parts, "Mask::operator|");
 }
 
 Mask Mask::operator&(const Mask& other) const {
-  return combine<detail::AndNode>(node_, other.node_);
+  const NodePtr parts[] = {node_, other.node_};
+  return combine<detail::AndNode>(parts, "Mask::operator&");
+}
+
+Mask Mask::any_of(std::span<const Mask> masks) {
+  std::vector<NodePtr> parts;
+  parts.reserve(masks.size());
+  for (const Mask& mask : masks) parts.push_back(mask.node_);
+  return combine<detail::OrNode>(parts, "Mask::any_of");
+}
+
+Mask Mask::all_of(std::span<const Mask> masks) {
+  std::vector<NodePtr> parts;
+  parts.reserve(masks.size());
+  for (const Mask& mask : masks) parts.push_back(mask.node_);
+  return combine<detail::AndNode>(parts, "Mask::all_of");
 }
 
 bool Mask::keeps(std::int64_t q, std::int64_t k) const { return node_->keeps(q, k); }

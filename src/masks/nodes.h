@@ -158,9 +158,17 @@ using NodePtr = std::shared_ptr<const MaskNode>;
 
 // OR / AND of two or more children, kept flat (an OR never has an OR child) so
 // that equal expressions have equal trees and print back to the same spec.
+// Throws std::invalid_argument when ORs inside ANDs nest deeper than
+// kMaxMaskNesting or the terms under it pass kMaxMaskTerms (mask.h).
 class CombineNode : public MaskNode {
  public:
   const std::vector<NodePtr>& children() const { return children_; }
+  // The parentheses this node's to_string() nests: an OR inside an AND is
+  // printed in brackets. At most kMaxMaskNesting.
+  int nesting() const { return nesting_; }
+  // The terms (non-OR / AND masks) under this node, counted with repeats:
+  // what one evaluation of a pair walks. At most kMaxMaskTerms.
+  std::int64_t terms() const { return terms_; }
   // Analytic when every child is; only tiles where two children are both
   // partial fall back to a scan, and those are boundary tiles.
   bool is_analytic() const override;
@@ -168,17 +176,24 @@ class CombineNode : public MaskNode {
   void check_lengths(std::int64_t q_len, std::int64_t kv_len) const override;
 
  protected:
-  explicit CombineNode(std::vector<NodePtr> children);
+  // is_and: an OR child is bracketed (counts one level of nesting).
+  CombineNode(std::vector<NodePtr> children, bool is_and);
   std::size_t hash_with(std::size_t tag) const;
   std::string join(char op, bool parenthesise_or) const;
 
  private:
   std::vector<NodePtr> children_;
+  int nesting_ = 0;
+  std::int64_t terms_ = 0;
 };
+
+// Children stored by the OR / AND nodes built on this thread so far: how the
+// tests see that building a combination costs O(children), not O(children^2).
+std::uint64_t combine_children_built();
 
 class OrNode final : public CombineNode {
  public:
-  explicit OrNode(std::vector<NodePtr> children) : CombineNode(std::move(children)) {}
+  explicit OrNode(std::vector<NodePtr> children) : CombineNode(std::move(children), false) {}
   bool keeps(std::int64_t q, std::int64_t k) const override;
   TileKind classify(IndexRange rows, IndexRange cols) const override;
   IndexRange kv_hull(IndexRange rows, std::int64_t kv_len) const override;
@@ -189,7 +204,7 @@ class OrNode final : public CombineNode {
 
 class AndNode final : public CombineNode {
  public:
-  explicit AndNode(std::vector<NodePtr> children) : CombineNode(std::move(children)) {}
+  explicit AndNode(std::vector<NodePtr> children) : CombineNode(std::move(children), true) {}
   bool keeps(std::int64_t q, std::int64_t k) const override;
   TileKind classify(IndexRange rows, IndexRange cols) const override;
   IndexRange kv_hull(IndexRange rows, std::int64_t kv_len) const override;

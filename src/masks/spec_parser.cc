@@ -13,8 +13,6 @@
 namespace tilesplash::detail {
 namespace {
 
-constexpr int kMaxDepth = 64;
-
 [[noreturn]] void fail(const std::string& message) {
   throw std::invalid_argument("mask spec: " + message);
 }
@@ -34,22 +32,25 @@ class Parser {
   }
 
  private:
+  // The operands of a chain are collected and combined once: folding them
+  // one by one (a | b, then | c, ...) copies the growing child list at every
+  // step, O(n^2) in the number of terms.
   Mask parse_or() {
-    Mask mask = parse_and();
+    std::vector<Mask> terms{parse_and()};
     for (skip_space(); peek() == '|'; skip_space()) {
       ++pos_;
-      mask = mask | parse_and();
+      terms.push_back(parse_and());
     }
-    return mask;
+    return Mask::any_of(terms);
   }
 
   Mask parse_and() {
-    Mask mask = parse_factor();
+    std::vector<Mask> factors{parse_factor()};
     for (skip_space(); peek() == '&'; skip_space()) {
       ++pos_;
-      mask = mask & parse_factor();
+      factors.push_back(parse_factor());
     }
-    return mask;
+    return Mask::all_of(factors);
   }
 
   Mask parse_factor() {
@@ -60,7 +61,9 @@ class Parser {
            "' (expected a mask name)");
     }
     if (c != '(') return parse_atom();
-    if (++depth_ > kMaxDepth) fail("parentheses nested deeper than " + std::to_string(kMaxDepth));
+    if (++depth_ > kMaxMaskNesting) {
+      fail("parentheses nested deeper than " + std::to_string(kMaxMaskNesting));
+    }
     const std::size_t open = pos_++;
     Mask mask = parse_or();
     skip_space();
@@ -75,6 +78,12 @@ class Parser {
 
   // The parameter text runs to the next | & ( or ); the family reads it.
   Mask parse_atom() {
+    // Counted here, so an absurd SPEC is refused after kMaxMaskTerms terms,
+    // not after all of them are built.
+    if (++terms_ > kMaxMaskTerms) {
+      fail("more than " + std::to_string(kMaxMaskTerms) + " terms (at position " +
+           std::to_string(pos_) + " of " + std::to_string(text_.size()) + " characters)");
+    }
     const std::string name = read_word();
     if (name.empty()) unexpected("a mask name");
     const SpecFamily* family = find(name);
@@ -135,6 +144,7 @@ class Parser {
   std::span<const SpecFamily> families_;
   std::size_t pos_ = 0;
   int depth_ = 0;
+  std::int64_t terms_ = 0;
 };
 
 }  // namespace

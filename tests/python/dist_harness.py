@@ -18,10 +18,13 @@ import queue
 import time
 import traceback
 
-# torch._dynamo: the first call of a torch custom op imports it (seconds); the
-# forkserver pays that once instead of every rank of every launch.
+# torch._dynamo: the first call of a torch custom op imports it (seconds); so
+# does diffusers' Wan model, which diffusers imports lazily on first use. The
+# forkserver pays that once instead of every rank of every launch (a module
+# that cannot be imported is skipped).
 _PRELOAD = ["torch", "torch.distributed", "torch._dynamo", "tilesplash", "tilesplash.distributed",
-            "dist_cases", "dist_video_cases", "dist_diffusers_cases"]
+            "diffusers.models.transformers.transformer_wan",
+            "dist_cases", "dist_video_cases", "dist_diffusers_cases", "dist_robust_cases"]
 
 
 def _context():

@@ -5,8 +5,11 @@ import the public ones from tilesplash.distributed."""
 
 from __future__ import annotations
 
+from .agreement import PER_RANK, describe
+from .agreement import agree as agree_description
 from .call import Call, agree, check_local, start
-from .group import DEFAULT_TIMEOUT, Group, release_buffers, torch_modules, workspace
+from .group import (DEFAULT_TIMEOUT, MAX_TIMEOUT, Group, check_timeout, release_buffers,
+                    torch_modules, workspace)
 from .layouts import as_bnhd, from_bnhd, lse_from_bhn
 from .ring import ring_attention
 from .shards import SequenceShards, head_range
@@ -16,11 +19,16 @@ __all__ = [
     "Call",
     "DEFAULT_TIMEOUT",
     "Group",
+    "MAX_TIMEOUT",
+    "PER_RANK",
     "SequenceShards",
     "UlyssesExchange",
     "agree",
+    "agree_description",
     "as_bnhd",
     "check_local",
+    "check_timeout",
+    "describe",
     "from_bnhd",
     "head_range",
     "lse_from_bhn",

@@ -3,19 +3,17 @@ before any data moves, so a bad argument on one rank makes every rank raise."""
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 from .._backend import check_backend, resolve
-from .._mask import as_mask
+from .._mask import _parse, as_mask
 from .._tensors import MAX_THREADS, check_int, check_layout, check_qkv, check_scale
 from .._threading import check_context
+from .agreement import (DIGEST_WORDS, check_same, describe, describe_arguments, digest_words,
+                        gather_rows)
 from .group import Group, torch_modules
 from .layouts import as_bnhd
 from .shards import SequenceShards
-
-_DTYPE_CODES = ("float32", "float16", "bfloat16")
-_LAYOUT_CODES = ("bnhd", "bhnd", "hnd")
 
 
 @dataclass(frozen=True)
@@ -69,44 +67,50 @@ def check_local(q, k, v, mask, layout, scale, threads, who, backend="auto") -> C
                 int(qb.shape[1]), int(qb.shape[3]), int(vb.shape[3]), q.dtype, threads, backend)
 
 
-_FIELDS = ("batch", "heads", "head dim", "v head dim", "dtype", "layout", "mask", "scale")
+def call_description(local: Call, arguments) -> dict[str, str]:
+    """What every rank must pass the same: the shapes and dtype its tensors imply,
+    the mask, layout, scale and backend as checked (the backend resolved), and
+    every other argument in `arguments` but the PER_RANK ones (the caller's
+    locals() on entry)."""
+    described = describe_arguments(arguments or {})
+    described.update({
+        "batch": str(local.batch), "heads": str(local.heads), "head dim": str(local.dim),
+        "v head dim": str(local.v_dim), "dtype": str(local.dtype).removeprefix("torch."),
+        "layout": local.layout, "mask": _comparable_spec(local.mask),
+        "scale": describe(local.scale), "backend": local.backend})
+    return described
 
 
-def agree(ctx: Group, local: Call | None, error: Exception | None) -> SequenceShards:
-    """All-gathers every rank's arguments: raises on every rank when one rank
-    rejected its own, or when ranks disagree; returns the sequence shards."""
-    torch, dist = torch_modules()
-    row = [0] * (2 + len(_FIELDS))
-    if local is not None and error is None:
-        scale_bits = struct.unpack("<q", struct.pack("<d", local.scale))[0] if local.scale else 0
-        row = [1, local.local_len, local.batch, local.heads, local.dim, local.v_dim,
-               _DTYPE_CODES.index(str(local.dtype).removeprefix("torch.")),
-               _LAYOUT_CODES.index(local.layout), hash(local.mask), scale_bits]
-    mine = torch.tensor(row, dtype=torch.int64, device=ctx.device)
-    rows = [torch.empty_like(mine) for _ in range(ctx.size)]
-    ctx.run("all_gather of the call's shapes",
-            lambda: dist.all_gather(rows, mine, group=ctx.group, async_op=True))
+def _comparable_spec(mask) -> str:
+    """The mask's SPEC, which ranks compare; refused when it does not describe the
+    mask (svg2's cluster masks carry a token assignment no SPEC holds)."""
+    spec = str(mask)
+    try:
+        same = _parse(spec) == mask
+    except ValueError:
+        same = False
+    if not same:
+        raise ValueError(f"mask: {spec[:60]!r} cannot be compared across ranks: its str() is not "
+                         "a SPEC that parses back to it (a cluster mask from "
+                         "VideoAttention.head_mask()); pass a SPEC or a mask built from one")
+    return spec
+
+
+def agree(ctx: Group, local: Call | None, description, error: Exception | None) -> SequenceShards:
+    """All-gathers every rank's shard length and the digest of its description:
+    raises on every rank when one rank rejected its own arguments, or when
+    ranks disagree (naming the fields); returns the sequence shards."""
+    ok = local is not None and description is not None and error is None
+    row = [1, local.local_len, *digest_words(description)] if ok else [0] * (2 + DIGEST_WORDS)
+    rows = gather_rows(ctx, "all_gather of the call's arguments", row)
     if error is not None:
         raise error
-    values = [x.tolist() for x in rows]
-    failed = [r for r, x in enumerate(values) if x[0] == 0]
+    failed = [r for r, x in enumerate(rows) if x[0] == 0]
     if failed:
         raise ValueError(f"{ctx.who}: rank(s) {failed} rejected their arguments (their own error "
                          "says why); no rank computed anything")
-    for i, field in enumerate(_FIELDS):
-        column = [x[2 + i] for x in values]
-        if len(set(column)) > 1:
-            shown = column
-            if field == "dtype":
-                shown = [_DTYPE_CODES[c] for c in column]
-            elif field == "layout":
-                shown = [_LAYOUT_CODES[c] for c in column]
-            elif field == "mask":
-                shown = f"they differ (this rank's: {local.mask})"
-            elif field == "scale":
-                shown = f"they differ (this rank's: {local.scale})"
-            raise ValueError(f"{ctx.who}: every rank must pass the same {field}; by rank: {shown}")
-    shards = SequenceShards(tuple(int(x[1]) for x in values))
+    check_same(ctx, [x[2:] for x in rows], description)
+    shards = SequenceShards(tuple(int(x[1]) for x in rows))
     if shards.total == 0:
         return shards
     local.mask._core.check_lengths(shards.total, shards.total)
@@ -114,13 +118,21 @@ def agree(ctx: Group, local: Call | None, error: Exception | None) -> SequenceSh
 
 
 def start(q, k, v, mask, layout, scale, threads, group, timeout, who, context=None,
-          backend="auto"):
+          backend="auto", arguments=None):
+    """Checks this rank's arguments and agrees on them with the other ranks.
+
+    arguments: what else every rank must pass the same, by name (the public
+    function's locals() on entry: all but the PER_RANK ones are compared, so
+    an argument added later is compared too; or a caller's configuration).
+    Returns (the group, the checked call, the sequence shards).
+    """
     ctx = Group(group, timeout, who)
-    local, error = None, None
+    local, description, error = None, None, None
     try:
         check_context(context)
         local = check_local(q, k, v, mask, layout, scale, threads, who, backend)
+        description = call_description(local, arguments)
     except Exception as caught:  # every rank must reach the gather, or the others wait
         error = caught
-    shards = agree(ctx, local, error)
+    shards = agree(ctx, local, description, error)
     return ctx, local, shards

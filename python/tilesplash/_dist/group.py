@@ -7,10 +7,47 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import math
+import numbers
 import threading
 
 DEFAULT_TIMEOUT = 600.0
 """Seconds any one collective may wait for the other ranks (the `timeout` default)."""
+
+MAX_TIMEOUT = 365 * 24 * 3600.0
+"""The longest `timeout` in seconds (365 days): waits far past it are no wait
+at all to c10d and gloo, whose clocks add the timeout in nanoseconds (2^63 ns
+is 292 years) and overflow."""
+
+
+def check_timeout(value, name: str = "timeout") -> datetime.timedelta | None:
+    """A `timeout` argument as the wait c10d gets, rounded up to whole milliseconds.
+
+    None (the default, DEFAULT_TIMEOUT), seconds (an int or float) or a
+    datetime.timedelta, in (0, MAX_TIMEOUT]. c10d counts waits in whole
+    milliseconds and reads 0 ms as "wait forever", so a positive timeout under
+    a millisecond is one millisecond, never no timeout at all. Anything else is
+    a TypeError or ValueError naming `name`, here, before any collective.
+    """
+    if value is None:
+        return None
+    if isinstance(value, datetime.timedelta):
+        # Exact: timedeltas count whole microseconds.
+        micros = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
+        seconds = micros / 1e6
+        millis = -(-micros // 1000)
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+        seconds = float(value)
+        # Rounded to a nanosecond first, so that 1.1 s is 1100 ms, not 1101.
+        millis = math.ceil(round(seconds * 1000.0, 6)) if math.isfinite(seconds) else 0
+    else:
+        raise TypeError(f"{name}: expected seconds (a number) or a datetime.timedelta, or None; "
+                        f"got {type(value).__name__}")
+    if not 0.0 < seconds <= MAX_TIMEOUT:
+        raise ValueError(f"{name}: expected seconds in (0, {MAX_TIMEOUT:.0f}] (365 days; rounded "
+                         f"up to whole milliseconds) or a timedelta of that length, or None; "
+                         f"got {value!r}")
+    return datetime.timedelta(milliseconds=max(millis, 1))
 
 
 def torch_modules():
@@ -26,6 +63,8 @@ class Group:
     def __init__(self, group, timeout, who: str):
         torch, dist = torch_modules()
         self.who = who
+        self.timeout = check_timeout(timeout) or datetime.timedelta(seconds=DEFAULT_TIMEOUT)
+        self.seconds = self.timeout.total_seconds()
         if not dist.is_available() or not dist.is_initialized():
             raise RuntimeError(
                 f"{who}: torch.distributed is not initialized; call "
@@ -38,14 +77,6 @@ class Group:
             raise ValueError(f"group: this process (global rank {dist.get_rank()}) is not a "
                              "member of the group")
         self.size = dist.get_world_size(group)
-        if timeout is None:
-            timeout = DEFAULT_TIMEOUT
-        if isinstance(timeout, datetime.timedelta):
-            timeout = timeout.total_seconds()
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-            raise ValueError(f"timeout: expected seconds > 0 (or a timedelta), got {timeout!r}")
-        self.seconds = float(timeout)
-        self.timeout = datetime.timedelta(seconds=self.seconds)
         self.device = collective_device(group)
 
     def global_rank(self, rank: int) -> int:

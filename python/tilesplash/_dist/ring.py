@@ -40,9 +40,10 @@ def ring_attention(q, k, v, *, mask="dense", layout="bnhd", group=None, scale=No
     With the flex backend (CUDA tensors over NCCL, or backend="flex") the
     steps run FlexAttention and merge in float32 torch ops on the device.
     """
+    arguments = dict(locals())  # every argument but the PER_RANK ones must agree across ranks
     who = "tilesplash.distributed.ring_attention"
     ctx, call, shards = start(q, k, v, mask, layout, scale, threads, group, timeout, who, context,
-                              backend)
+                              backend, arguments=arguments)
     threads = call.threads
     if ctx.size == 1 or shards.total == 0:
         return single(call, return_lse, threads, context)

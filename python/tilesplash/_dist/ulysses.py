@@ -183,9 +183,10 @@ def ulysses_attention(q, k, v, *, mask="dense", layout="bnhd", group=None, scale
     tilesplash.attention on the gathered sequence: each head runs the same
     kernel over the same whole sequence, only on another rank.
     """
+    arguments = dict(locals())  # every argument but the PER_RANK ones must agree across ranks
     who = "tilesplash.distributed.ulysses_attention"
     ctx, call, shards = start(q, k, v, mask, layout, scale, threads, group, timeout, who, context,
-                              backend)
+                              backend, arguments=arguments)
     threads = call.threads
     if ctx.size == 1 or shards.total == 0:
         return single(call, return_lse, threads, context)

@@ -26,7 +26,6 @@ only): see ``_sequence_parallel`` and docs/diffusers.md.
 from __future__ import annotations
 
 import copy
-import datetime
 import numbers
 
 try:
@@ -37,6 +36,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 
 import tilesplash
 
+from .. import _dist
 from ._dispatch import ModelState, add_runtime, drop_runtime
 from ._install import Installed, check_processors
 from ._models import model_specs, spec_for
@@ -301,17 +301,9 @@ def _non_negative_int(value, name: str, maximum: int = _INT64_MAX) -> int:
 
 
 def _timeout(value):
-    """None, a timedelta or seconds, > 0 and finite (what the collectives accept)."""
-    if value is None:
-        return None
-    seconds = value.total_seconds() if isinstance(value, datetime.timedelta) else value
-    if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real):
-        raise TypeError(f"{_WHO}: timeout must be None, seconds or a timedelta; got "
-                        f"{type(value).__name__}")
-    if not 0 < seconds < float("inf"):
-        raise ValueError(f"{_WHO}: timeout must be a finite number of seconds > 0 (or None); "
-                         f"got {value!r}")
-    return value
+    """None, seconds or a timedelta in (0, 365 days], rounded up to whole milliseconds
+    (c10d reads 0 ms as no timeout); checked with or without a group."""
+    return _dist.check_timeout(value)
 
 
 def _positive_int(value, name: str) -> int:

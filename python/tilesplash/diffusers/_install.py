@@ -85,7 +85,8 @@ class Installed:
                              "timestep")
         call = self.spec.forward(module, inputs)
         if self._sequence is not None:
-            self._sequence.begin_forward(call.video, call.timestep)
+            self._sequence.begin_forward(call.video, call.timestep, self._runtime.settings, module,
+                                         args, kwargs)
         self.state.forward = call
         return None
 

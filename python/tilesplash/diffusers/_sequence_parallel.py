@@ -28,6 +28,10 @@ N mod P ranks hold one token more.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import inspect
+
 import torch
 
 from .. import _dist
@@ -38,6 +42,44 @@ _WHO = "tilesplash.diffusers"
 def shard_sizes(tokens: int, world: int) -> list[int]:
     """Tokens per rank of a balanced contiguous split, as torch.tensor_split makes it."""
     return [tokens // world + (1 if r < tokens % world else 0) for r in range(world)]
+
+
+def forward_description(settings, transformer, inputs: dict) -> dict[str, str]:
+    """What every rank's call of the transformer must share, by field: enable()'s
+    settings (every field but the PER_RANK ones), the model (its class, its
+    config but the private "_" keys such as the path it was loaded from, and a
+    sample of its weights) and every input of the call (tensors by shape,
+    dtype and a digest of all their bytes)."""
+    described = {f"enable.{field.name}": _dist.describe(getattr(settings, field.name))
+                 for field in dataclasses.fields(settings) if field.name not in _dist.PER_RANK}
+    described["model"] = f"{type(transformer).__module__}.{type(transformer).__qualname__}"
+    for key, value in dict(getattr(transformer, "config", {})).items():
+        if not key.startswith("_"):
+            described[f"model config {key}"] = _dist.describe(value)
+    described["model weights (8 values a tensor)"] = _weights_sample(transformer)
+    for name, value in inputs.items():
+        described[f"input {name}"] = _dist.describe(value)
+    return described
+
+
+def _weights_sample(transformer) -> str:
+    """A digest of every parameter's name, shape and dtype and of 8 values spread over
+    it: another checkpoint or a fused LoRA changes it, at the cost of a few
+    small reads per tensor (a digest of every weight would read the whole model
+    on every call)."""
+    names, samples = [], []
+    for name, parameter in transformer.named_parameters():
+        names.append(f"{name}{tuple(parameter.shape)}{parameter.dtype}")
+        flat = parameter.detach().reshape(-1)
+        if flat.numel() == 0 or flat.is_meta:
+            continue
+        last = flat.numel() - 1
+        picks = sorted({i * last // 7 for i in range(8)})
+        samples.append(flat[torch.tensor(picks, device=flat.device)].to(torch.float64))
+    digest = hashlib.blake2b("\n".join(names).encode(), digest_size=16)
+    if samples:
+        digest.update(torch.cat(samples).cpu().numpy().tobytes())
+    return f"{len(names)} tensors, digest {digest.hexdigest()}"
 
 
 class SequenceParallel:
@@ -74,7 +116,15 @@ class SequenceParallel:
         self._hooks = []
         self.sizes = self.range = None
 
-    def begin_forward(self, video: tuple[int, int, int], timestep) -> None:
+    def begin_forward(self, video: tuple[int, int, int], timestep, settings, transformer,
+                      args: tuple, kwargs: dict) -> None:
+        """Before a call of the transformer (its forward's args and kwargs): the ranks
+        agree that they make the same call (forward_description; all raise, naming
+        what differs, otherwise), and this rank's shard of the video's tokens is fixed."""
+        inputs = inspect.signature(transformer.forward).bind_partial(*args, **kwargs).arguments
+        _dist.agree_description(
+            self.ctx, "all_gather of the transformer call's settings, model and inputs",
+            forward_description(settings, transformer, inputs))
         if torch.as_tensor(timestep).ndim == 2:
             raise ValueError(
                 f"{_WHO}: per-token timesteps (Wan 2.2 TI2V, timestep [batch, tokens]) are not "
