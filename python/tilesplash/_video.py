@@ -307,19 +307,16 @@ class VideoAttention:
         return None if all(n == geometry.tokens for n in lengths) and lengths else lengths
 
     def _forward_local(self, q, k, v, layer, step, layout, return_lse, key_lengths=None):
-        if resolve(self._backend, q) == "flex":
-            if key_lengths is not None:
-                raise NotImplementedError(
-                    "key_lengths: the flex backend takes no key padding yet; pass backend='cpu' "
-                    "(CPU tensors) for padded batches")
-            check_qkv(q, k, v, layout, any_device=True)
-            return self._flex_runner().forward(q, k, v, layer, step, layout, return_lse)
-        kind = check_qkv(q, k, v, layout)
+        flex = resolve(self._backend, q) == "flex"
+        kind = check_qkv(q, k, v, layout, any_device=flex)
         if key_lengths is not None:
             batch = 1 if layout == "hnd" else q.shape[0]
             if len(key_lengths) != batch:
                 raise ValueError(f"key_lengths: expected one per batch entry ({batch}), got "
                                  f"{len(key_lengths)}")
+        if flex:
+            return self._flex_runner().forward(q, k, v, layer, step, layout, return_lse,
+                                               key_lengths)
         descs, lse_address, out, lse, held = call_arrays(kind, q, k, v, layout)
         report = self._core.forward(*descs, lse_address, layout, layer, step, key_lengths)
         del held  # copies of odd views stay alive until the core has returned

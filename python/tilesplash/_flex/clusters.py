@@ -237,6 +237,16 @@ def classify_tiles(q_rank, k_rank, compact, video, tokens, block_q, block_kv):
     return full, ~full & ~empty
 
 
+def drop_padded_keys(full, partial, limit, tokens, block_kv):
+    """Tile kinds (full, partial) [H, Qb, KVb] with keys [limit, tokens) dropped: tiles
+    wholly past the limit become empty, a full tile across it partial (run order keeps
+    trailing text, the only padding, in place)."""
+    starts = torch.arange(0, tokens, block_kv, device=full.device)
+    past = starts >= limit
+    across = ~past & (starts + block_kv > limit)
+    return full & ~past & ~across, (partial | (full & across)) & ~past
+
+
 class DeviceClusters:
     """svg2 on the device for one VideoAttention: k-means warm starts per (layer, head)."""
 
@@ -274,8 +284,10 @@ class DeviceClusters:
             self.warm[key] = c
         return centroids, labels, sizes
 
-    def run(self, video_attention, q, k, v, group, need_lse, info):
-        """Heads `group` of one batch entry (q, k, v [1, h, N, d]) on their own clusters."""
+    def run(self, video_attention, q, k, v, group, need_lse, info, key_limit=None):
+        """Heads `group` of one batch entry (q, k, v [1, h, N, d]) on their own clusters;
+        keys [key_limit, tokens) are padding when key_limit is not None (text after the
+        video, which the run order keeps in place)."""
         start = time.perf_counter()
         (v0, v1), text_range = self._ranges()
         n, length, text = self.geometry.tokens, v1 - v0, self.geometry.text_tokens
@@ -299,14 +311,19 @@ class DeviceClusters:
         start = time.perf_counter()
         bq, bk = video_attention.block
         full, partial = classify_tiles(q_rank, k_rank, compact.bool(), length, n, bq, bk)
+        limit = n if key_limit is None else int(key_limit)
+        if limit < n:
+            full, partial = drop_padded_keys(full, partial, limit, n, bk)
         partial_num, partial_idx = block_lists(partial)
         full_num, full_idx = block_lists(full)
         q_rank32, k_rank32 = q_rank.to(torch.int32), k_rank.to(torch.int32)
+        # A tensor, not a constant: a compiled kernel serves every key length.
+        real_keys = torch.tensor(limit, dtype=torch.int32, device=q.device)
 
         def mask_mod(b, h, q_idx, kv_idx):
             a, c = q_rank32[h, q_idx], k_rank32[h, kv_idx]
             pair = compact[h, torch.clamp(a, min=0), torch.clamp(c, min=0)]
-            return (a < 0) | (c < 0) | (pair != 0)
+            return ((a < 0) | (c < 0) | (pair != 0)) & (kv_idx < real_keys)
 
         block_mask = BlockMask.from_kv_blocks(partial_num, partial_idx, full_num, full_idx,
                                               BLOCK_SIZE=(bq, bk), mask_mod=mask_mod,

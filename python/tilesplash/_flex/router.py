@@ -35,12 +35,14 @@ def _masked_output(scores, keep, v):
                        torch.zeros_like(out))
 
 
-def sampled_mse(q, k, v, rows, row_masks, scale) -> np.ndarray:
-    """MSE against dense of each candidate, float64 [heads, candidates].
+def sampled_mse(q, k, v, rows, row_masks, scale, reference=None) -> np.ndarray:
+    """MSE against the reference of each candidate, float64 [heads, candidates].
 
     q, k, v: [H, N, d] (one batch entry, any float dtype, one device); rows:
     int64 tensor [r] on that device; row_masks: bool [C, r, N] on that device;
-    scale: the softmax scale."""
+    scale: the softmax scale; reference: None (dense) or bool [N], the keys the
+    reference keeps (a padded entry's real keys; row_masks already drop the
+    others)."""
     heads, tokens = int(q.shape[0]), int(k.shape[1])
     r = int(rows.shape[0])
     step = max(1, _CHUNK_ELEMENTS // max(1, r * tokens))
@@ -50,7 +52,7 @@ def sampled_mse(q, k, v, rows, row_masks, scale) -> np.ndarray:
         qs = q[h0:h1].index_select(1, rows).float()
         kh, vh = k[h0:h1].float(), v[h0:h1].float()
         scores = (qs @ kh.transpose(1, 2)) * scale
-        dense = _masked_output(scores, None, vh)
+        dense = _masked_output(scores, None if reference is None else reference[None, None], vh)
         columns = []
         for keep in row_masks:
             out = _masked_output(scores, keep[None], vh)

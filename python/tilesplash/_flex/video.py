@@ -105,10 +105,16 @@ class FlexVideo:
                 self._row_masks.popitem(last=False)
         return found
 
-    def route(self, qb, kb, vb, layer, step, scale):
-        """[(index of choice, MSE row)] per head of one batch entry."""
+    def route(self, qb, kb, vb, layer, step, scale, key_limit=None):
+        """[(index of choice, MSE row)] per head of one batch entry. With key_limit, keys
+        [key_limit, tokens) are padding: dropped from the dense reference and from every
+        candidate, as the native router drops them."""
         rows, row_masks = self._rows(layer, step, qb.device)
-        table = sampled_mse(qb, kb, vb, rows, row_masks, scale)
+        reference = None
+        if key_limit is not None:
+            reference = torch.arange(self.tokens, device=qb.device) < key_limit
+            row_masks = row_masks & reference
+        table = sampled_mse(qb, kb, vb, rows, row_masks, scale, reference)
         return [(decide(self.candidates, row, self.density_budget), row) for row in table]
 
     # -- execution ---------------------------------------------------------------------------
@@ -159,9 +165,79 @@ class FlexVideo:
             groups.setdefault(key, []).append(h)
         return groups
 
-    def run_batch_entry(self, qb, kb, vb, choices, need_lse, info):
-        """Every head of one batch entry ([1, H, N, d] views) under its choice.
-        Returns (out [1, H, N, dv], lse [1, H, N] or None).
+    def _padded_in_place(self, name, key_limit) -> None:
+        """The candidate's key order must leave keys [key_limit, tokens) where they are
+        (every order keeps trailing text in place), so that the run-order masks can drop
+        them as a key range; the native backend checks the same."""
+        run = self.runs[name]
+        order = run["kv_order"] if run["kv_order"] is not None else run["order"]
+        if order is None:
+            return
+        tail = np.asarray(order[key_limit:])
+        moved = np.nonzero(tail != np.arange(key_limit, self.tokens))[0]
+        if moved.size:
+            raise ValueError(f"key_lengths: the {run['order_name']} order moves padded key "
+                             f"{key_limit + int(moved[0])} (only orders that keep trailing "
+                             f"text in place can drop it)")
+
+    def group_calls(self, key, group, choices, key_limit=None):
+        """The FlexAttention calls of one group of heads (a key of _groups but svg2's):
+        [(masks, kv_len)], one mask per head of the batch entry (None for the heads of
+        other groups), the first call over every key in the group's row order, a second
+        (a candidate with a separate key segment, e.g. the first-frame sink of
+        token-major heads) over the segment's keys, merged through the LSEs.
+
+        key_limit: keys [key_limit, tokens) are padding; every mask is ANDed with the
+        real keys (Mask.key_range), so their tiles drop out of the plan and a tile across
+        the limit is partial, exact through the plan's bitmask table."""
+        n, heads = self.tokens, len(choices)
+        members = set(group)
+        keys = None if key_limit is None else Mask.key_range(0, key_limit)
+
+        def padded(mask):
+            return mask if keys is None else mask & keys
+
+        if key[0] == "original":
+            def mask(h):
+                if choices[h] == "dense":
+                    return Mask.dense() if keys is None else keys
+                return padded(self.runs[choices[h]]["mask"])
+
+            return [([mask(h) if h in members else None for h in range(heads)], n)]
+        if keys is not None:
+            for name in {choices[h] for h in group}:
+                self._padded_in_place(name, key_limit)
+        calls = [([padded(self.runs[choices[h]]["run_mask"]) if h in members else None
+                   for h in range(heads)], n)]
+        extra = self.runs[choices[group[0]]]["extra"]
+        if extra is not None:
+            count = extra["count"]
+            # Segment key j is run-order key first + j * stride: padded from this j on.
+            real = count if key_limit is None else min(count, max(
+                0, -(-(key_limit - extra["first"]) // extra["stride"])))
+            segment_keys = None if real == count else Mask.key_range(0, real)
+            segment = []
+            for h in range(heads):
+                if h not in members:
+                    segment.append(None)
+                    continue
+                mask = self.runs[choices[h]]["extra"]["mask"]
+                segment.append(mask if segment_keys is None else mask & segment_keys)
+            calls.append((segment, count))
+        return calls
+
+    def block_masks(self, choices, device, key_limit=None):
+        """The BlockMasks one batch entry with these per-head choices runs on (svg2's,
+        built from the data, aside), in call order: what a layer of the flex backend
+        builds (bench/flex_plans.py times it)."""
+        return [block_mask_for(list(masks), self.tokens, kv_len, *self.block, torch.device(device))
+                for key, group in self._groups(choices).items() if key[0] != "svg2"
+                for masks, kv_len in self.group_calls(key, group, choices, key_limit)]
+
+    def run_batch_entry(self, qb, kb, vb, choices, need_lse, info, key_limit=None):
+        """Every head of one batch entry ([1, H, N, d] views) under its choice, keys
+        [key_limit, tokens) dropped when key_limit is not None. Returns (out [1, H, N,
+        dv], lse [1, H, N] or None).
 
         Every FlexAttention call takes all H heads, the heads of other groups
         under an empty mask (no tile visited): the calls' shapes never depend
@@ -172,17 +248,17 @@ class FlexVideo:
         parts = []
         groups = self._groups(choices)
         for key, group in groups.items():
-            members = set(group)
-            if key[0] == "original":
-                masks = [None if h not in members else Mask.dense() if choices[h] == "dense"
-                         else self.runs[choices[h]]["mask"] for h in range(heads)]
+            if key[0] == "svg2":
+                o, l = self.clusters.run(self, qb, kb, vb, group, need_lse, info, key_limit)
+            elif key[0] == "original":
+                ((masks, _),) = self.group_calls(key, group, choices, key_limit)
                 o, l = self._flex(qb, kb, vb, masks, n, need_lse)
                 for h in group:
                     info[h]["tiles_visited"] = self._visited(masks[h], n, n) / (n * n)
-            elif key[0] == "order":
-                o, l = self._run_permuted(qb, kb, vb, choices, members, need_lse, info)
             else:
-                o, l = self.clusters.run(self, qb, kb, vb, group, need_lse, info)
+                o, l = self._run_permuted(qb, kb, vb, choices, group,
+                                          self.group_calls(key, group, choices, key_limit),
+                                          need_lse, info)
             parts.append((group, o, l))
         if len(parts) == 1:
             return parts[0][1], parts[0][2]
@@ -195,11 +271,11 @@ class FlexVideo:
                 lse = torch.where(chosen[None, :, None], l, lse)
         return out, lse
 
-    def _run_permuted(self, q, k, v, choices, members, need_lse, info):
-        """The heads in `members` (one row order, one key segment) on rows gathered into
-        their order; every head travels, the others under empty masks."""
-        n, heads = self.tokens, int(q.shape[1])
-        group = sorted(members)
+    def _run_permuted(self, q, k, v, choices, group, calls, need_lse, info):
+        """The heads in `group` (one row order, one key segment) on rows gathered into
+        their order; every head travels, the others under empty masks. calls: their
+        group_calls()."""
+        n = self.tokens
         name = choices[group[0]]
         start = time.perf_counter()
         q_order = self._order(name, "q", q.device)
@@ -207,20 +283,19 @@ class FlexVideo:
         qr = q.index_select(2, q_order)
         kr, vr = k.index_select(2, kv_order), v.index_select(2, kv_order)
         permute = time.perf_counter() - start
-        runs = [self.runs[choices[h]] if h in members else None for h in range(heads)]
         extra = self.runs[name]["extra"]
-        masks = [None if r is None else r["run_mask"] for r in runs]
+        masks, _ = calls[0]
         o, l = self._flex(qr, kr, vr, masks, n, need_lse or extra is not None)
         for h in group:
             info[h]["tiles_visited"] = self._visited(masks[h], n, n) / (n * n)
         if extra is not None:
             keys = torch.arange(extra["count"], device=q.device) * extra["stride"] + extra["first"]
             ks, vs = kr.index_select(2, keys), vr.index_select(2, keys)
-            masks = [None if r is None else r["extra"]["mask"] for r in runs]
-            o2, l2 = self._flex(qr, ks, vs, masks, extra["count"], True)
+            masks, count = calls[1]
+            o2, l2 = self._flex(qr, ks, vs, masks, count, True)
             o, l = merge_lse(o, l, o2, l2)
             for h in group:
-                info[h]["tiles_visited"] += self._visited(masks[h], n, extra["count"]) / (n * n)
+                info[h]["tiles_visited"] += self._visited(masks[h], n, count) / (n * n)
         start = time.perf_counter()
         out = torch.empty_like(o, dtype=q.dtype).index_copy_(2, q_order, o.to(q.dtype))
         lse = torch.empty_like(l).index_copy_(2, q_order, l) if need_lse else None
@@ -231,7 +306,9 @@ class FlexVideo:
 
     # -- the call ----------------------------------------------------------------------------
 
-    def forward(self, q, k, v, layer, step, layout, return_lse):
+    def forward(self, q, k, v, layer, step, layout, return_lse, key_lengths=None):
+        """key_lengths: None, or one int per batch entry (checked by VideoAttention):
+        that entry's keys from it on are padding."""
         start = time.perf_counter()
         check_device(q)
         qb, kb, vb = (to_bhnd(x, layout) for x in (q, k, v))
@@ -259,10 +336,12 @@ class FlexVideo:
         outs, lses = [], []
         for b in range(batch):
             qe, ke, ve = qb[b:b + 1], kb[b:b + 1], vb[b:b + 1]
+            key_limit = None if key_lengths is None or key_lengths[b] == self.tokens \
+                else key_lengths[b]
             decisions = None
             if routed:
                 routing_start = time.perf_counter()
-                decisions = self.route(qe[0], ke[0], ve[0], layer, step, scale)
+                decisions = self.route(qe[0], ke[0], ve[0], layer, step, scale, key_limit)
                 totals["routing_seconds"] += time.perf_counter() - routing_start
                 choices = [self.candidates[i][0] for i, _ in decisions]
             elif warmup:
@@ -277,7 +356,7 @@ class FlexVideo:
                                       None if decisions is None else decisions[h][1])
                     for h in range(heads)]
             attention_start = time.perf_counter()
-            out, lse = self.run_batch_entry(qe, ke, ve, choices, return_lse, info)
+            out, lse = self.run_batch_entry(qe, ke, ve, choices, return_lse, info, key_limit)
             _synchronize(q.device)
             seconds = time.perf_counter() - attention_start
             totals["attention_seconds"] += seconds
