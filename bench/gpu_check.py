@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import pathlib
 import statistics
 import sys
 import time
@@ -28,6 +29,9 @@ from torch.nn.attention.flex_attention import create_block_mask
 
 import tilesplash
 import tilesplash.flex
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # loaded by path in tests
+from block_mask_compare import same_lists  # noqa: E402
 
 WAN = {"480p": (21, 30, 52, 12), "720p": (21, 45, 80, 40)}
 TINY = {"480p": (4, 6, 8, 3), "720p": (4, 8, 10, 4)}
@@ -66,38 +70,6 @@ def analytic_mask_mod(geometry, band, kinds, device):
         return (distance <= band) | (k < per_frame)
 
     return mask_mod
-
-
-def block_lists(bm):
-    """Per (head, q-block): (set of visited kv-blocks, set of full kv-blocks)."""
-    rows = []
-    num, idx = bm.kv_num_blocks.cpu(), bm.kv_indices.cpu()
-    fnum, fidx = bm.full_kv_num_blocks.cpu(), bm.full_kv_indices.cpu()
-    for h in range(num.shape[1]):
-        for i in range(num.shape[2]):
-            partial = set(idx[0, h, i, :int(num[0, h, i])].tolist())
-            full = set(fidx[0, h, i, :int(fnum[0, h, i])].tolist())
-            rows.append((partial | full, full))
-    return rows
-
-
-def same_lists(a, b, q_len, kv_len, block) -> bool:
-    """The same tiles visited, and the same full tiles away from the ragged edges:
-    tilesplash counts a ragged edge tile full when every in-range pair is kept,
-    create_block_mask (compiled) counts its padding, so it calls the tile partial;
-    both run it right (FlexAttention masks out-of-range pairs itself)."""
-    q_blocks = -(-q_len // block)
-    ragged_q = q_len % block != 0
-    last_kv = -(-kv_len // block) - 1 if kv_len % block else None
-    for r, ((visited_a, full_a), (visited_b, full_b)) in enumerate(
-            zip(block_lists(a), block_lists(b))):
-        if visited_a != visited_b:
-            return False
-        if ragged_q and r % q_blocks == q_blocks - 1:
-            continue
-        if full_a - {last_kv} != full_b - {last_kv}:
-            return False
-    return len(block_lists(a)) == len(block_lists(b))
 
 
 def routed_layer(name, shape, device, dtype, repeats, compile_masks):
