@@ -14,7 +14,7 @@ the native pipeline from the same seed and prints how close the videos are.
 
 With a real checkpoint the only lines that change are the pipeline's:
     pipe = WanPipeline.from_pretrained("Wan-AI/Wan2.1-T2V-1.3B-Diffusers", torch_dtype=torch.bfloat16)
-    handle = tilesplash.diffusers.enable(pipe.transformer, dense_steps=round(0.2 * steps))
+    handle = tilesplash.diffusers.enable(pipe)   # dense_steps: 20% of the run's steps by default
 """
 
 from __future__ import annotations
@@ -111,7 +111,8 @@ def main(argv=None) -> dict:
     pipe.set_progress_bar_config(disable=True)
     dense_steps = math.ceil(args.dense_fraction * args.steps)
 
-    handle = tilesplash.diffusers.enable(pipe.transformer, density=args.density, dense_layers=1, dense_steps=dense_steps)
+    # The whole pipeline: its transformer(s) switched, the step read from its scheduler.
+    handle = tilesplash.diffusers.enable(pipe, density=args.density, dense_layers=1, dense_steps=dense_steps)
     try:
         video = generate(pipe, args)
         report = handle.report()

@@ -246,7 +246,8 @@ TEST(MethodCandidates, SvgIsTheDefaultPairOnOneBand) {
 TEST(MaskSpecFamilies, OneTableNamesEveryFamily) {
   // The core families of mask.h, then the SPEC term of every registered
   // method that has one, in registry order.
-  std::vector<std::string_view> expected = {"dense", "causal", "local", "chunked", "random"};
+  std::vector<std::string_view> expected = {"dense",   "causal", "local",
+                                            "chunked", "random", "keys"};
   for (const MethodInfo& method : methods()) {
     if (method.spec) expected.push_back(method.name);
   }

@@ -100,7 +100,7 @@ TEST(MaskSpec, RejectsMalformedSpecsNamingThePart) {
   const std::vector<ErrorCase> cases = {
       {"", "empty specification"},
       {"   ", "empty specification"},
-      {"foo", "unknown mask 'foo' (expected dense, causal, local, chunked, random, spatial"},
+      {"foo", "unknown mask 'foo' (expected dense, causal, local, chunked, random, keys, spatial"},
       {"Causal", "unknown mask 'Causal'"},
       {"foo:x=1", "unknown mask 'foo'"},
       {"local:left=x", "local: 'left' must be an integer >= 0, got 'x'"},

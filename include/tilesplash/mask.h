@@ -46,6 +46,11 @@ class Mask {
                     std::int64_t offset = 0);
   // Kept when floor(q / chunk) == floor(k / chunk) and q >= k. chunk must be >= 1.
   static Mask chunked_causal(std::int64_t chunk);
+  // Kept when begin <= k < end, for every query: the keys a padded sequence
+  // really holds (key padding, e.g. a prompt shorter than its text slots:
+  // mask & key_range(0, valid_length)). Tiles are full inside the range,
+  // empty outside it, so a plan never visits the padding. 0 <= begin <= end.
+  static Mask key_range(std::int64_t begin, std::int64_t end);
   // Bernoulli(density) per pair from a counter-based hash of (seed, q, k):
   // reproducible, for tests. density in [0, 1].
   static Mask random(double density, std::uint64_t seed);

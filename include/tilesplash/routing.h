@@ -213,7 +213,15 @@ class VideoAttention {
   // dv] (f32 or the input dtype), lse (heads * tokens floats) or null; all in
   // the original order, any strides (AttentionArgs rules). Throws
   // std::invalid_argument naming the argument on a mismatch.
-  LayerReport forward(const AttentionArgs& args, std::int64_t layer = 0, std::int64_t step = 0);
+  // key_limit: keys [key_limit, tokens) are padding (a prompt shorter than
+  // its text slots): every head's mask, dense included, is ANDed with
+  // Mask::key_range(0, key_limit), so no query keeps them and no plan visits
+  // their tiles; padded queries attend the real keys like any other row.
+  // Only trailing text can be padding: with text after the video,
+  // key_limit in [video_range().end, tokens()]; otherwise tokens(). Unset:
+  // no padding. The router scores its samples under the same limit.
+  LayerReport forward(const AttentionArgs& args, std::int64_t layer = 0, std::int64_t step = 0,
+                      std::optional<std::int64_t> key_limit = std::nullopt);
 
   // The query rows the router samples at this layer and step (sorted video
   // token indices, the same for every head): what a router on another
@@ -222,7 +230,8 @@ class VideoAttention {
 
   // The router alone: one decision per head of q, k, v (same rules as forward).
   std::vector<RouteDecision> route(const TensorView& q, const TensorView& k, const TensorView& v,
-                                   std::int64_t layer = 0, std::int64_t step = 0);
+                                   std::int64_t layer = 0, std::int64_t step = 0,
+                                   std::optional<std::int64_t> key_limit = std::nullopt);
 
  private:
   struct Impl;

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -23,11 +24,14 @@
 
 namespace tilesplash {
 
-// q_len and kv_len must equal the geometry's tokens. One report per batch
-// entry; none without batch entries or heads.
+// q_len and kv_len must equal the geometry's tokens. key_limits: empty (no
+// padding) or one per batch entry, that entry's VideoAttention::forward()
+// key_limit (prompts of different lengths padded to one text length). One
+// report per batch entry; none without batch entries or heads.
 std::vector<LayerReport> layout_video_attention(VideoAttention& attention, const LayoutArgs& args,
                                                 std::int64_t layer = 0, std::int64_t step = 0,
-                                                const BatchProgress& progress = {});
+                                                const BatchProgress& progress = {},
+                                                std::span<const std::int64_t> key_limits = {});
 
 // The mask whose tiles a front door runs best on, and the one `tilesplash
 // tune --preset --method` times: its first candidate's run mask (for the
@@ -71,8 +75,9 @@ class LayoutVideoAttention {
     bool blocks_tuned = false;         // from the tuning cache rather than the heuristic
   };
   // One call at a time; throws std::invalid_argument naming the argument.
+  // key_limits: as layout_video_attention's.
   Result forward(const LayoutArgs& args, std::int64_t layer = 0, std::int64_t step = 0,
-                 const BatchProgress& progress = {});
+                 const BatchProgress& progress = {}, std::span<const std::int64_t> key_limits = {});
 
  private:
   struct Entry {

@@ -90,6 +90,7 @@ void bind_mask(nb::module_& m) {
              std::int64_t offset) { return Mask::local(left, right, offset); },
           "left"_a = nb::none(), "right"_a = nb::none(), "offset"_a = 0)
       .def_static("chunked", &Mask::chunked_causal, "size"_a)
+      .def_static("key_range", &Mask::key_range, "begin"_a, "end"_a)
       .def_static("random", &Mask::random, "density"_a, "seed"_a = 0)
       .def_static(
           "parse", [](const std::string& spec) { return parse_mask_spec(spec); }, "spec"_a)

@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -177,14 +178,17 @@ class PyVideoAttention {
 
   nb::dict forward(const TensorDesc& q, const TensorDesc& k, const TensorDesc& v,
                    const TensorDesc& out, std::uintptr_t lse, const std::string& layout,
-                   std::int64_t layer, std::int64_t step) {
+                   std::int64_t layer, std::int64_t step,
+                   const std::optional<std::vector<std::int64_t>>& key_lengths) {
     const LayoutArgs args = layout_args(q, k, v, out, lse, layout);
     LayoutVideoAttention::Result result;
     const auto start = std::chrono::steady_clock::now();
     {
       nb::gil_scoped_release release;
       std::lock_guard<std::mutex> lock(mutex_);
-      result = attention_.forward(args, layer, step);
+      result = attention_.forward(args, layer, step, {},
+                                  key_lengths ? std::span<const std::int64_t>(*key_lengths)
+                                              : std::span<const std::int64_t>());
     }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -240,7 +244,7 @@ void bind_video_attention(nb::module_& m) {
       .def("sampled_rows", &PyVideoAttention::sampled_rows, "layer"_a, "step"_a)
       .def("reset_clusters", &PyVideoAttention::reset_clusters)
       .def("forward", &PyVideoAttention::forward, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "layout"_a,
-           "layer"_a, "step"_a);
+           "layer"_a, "step"_a, "key_lengths"_a.none());
 }
 
 }  // namespace tilesplash::python

@@ -62,6 +62,16 @@ class Mask:
         return Mask(_core.Mask.chunked(check_int(size, "size", 1)))
 
     @staticmethod
+    def key_range(begin: int, end: int) -> "Mask":
+        """Kept when begin <= k < end, for every query: the real keys of a padded sequence
+        (``mask & Mask.key_range(0, valid_length)``); tiles past `end` are never visited."""
+        begin = check_int(begin, "begin", 0)
+        end = check_int(end, "end", 0)
+        if end < begin:
+            raise ValueError(f"end: expected an int >= begin ({begin}), got {end}")
+        return Mask(_core.Mask.key_range(begin, end))
+
+    @staticmethod
     def random(density: float, seed: int = 0) -> "Mask":
         """Each pair kept with probability `density`, reproducibly from `seed` (for tests)."""
         density = check_float(density, "density", "a float in [0, 1]")

@@ -220,9 +220,16 @@ class VideoAttention:
         if self._flex is not None and self._flex.clusters is not None:
             self._flex.clusters.reset()
 
-    def __call__(self, q, k, v, layer=0, step=0, layout="bnhd", return_lse=False):
+    def __call__(self, q, k, v, layer=0, step=0, layout="bnhd", return_lse=False, key_lengths=None):
         """Attention of every head of q, k, v ([.., tokens, ..] in `layout`, tokens =
         geometry.tokens, original frame-major order) at this layer and denoising step.
+
+        key_lengths: None, or one int per batch entry: that entry's keys
+        [key_lengths[b], tokens) are padding (prompts of different lengths padded to
+        geometry.text slots after the video). Every head's mask, dense included, drops
+        them (the plan never visits their tiles); padded queries attend the real keys
+        like any other row. Needs text after the video and values in
+        [frames * height * width, tokens]; a list, tuple, NumPy or torch integer array.
 
         Returns (out, report), or (out, lse, report) with return_lse=True; out has
         q's type, dtype and layout. report: {"heads": [one dict per (batch entry,
@@ -242,20 +249,54 @@ class VideoAttention:
         layer = check_int(layer, "layer", 0)
         step = check_int(step, "step", 0)
         return_lse = check_bool(return_lse, "return_lse")
+        key_lengths = self._key_lengths(key_lengths)
         if self._group is not None:
             from ._video_group import group_forward
 
             return group_forward(self, self._group, self._timeout, q, k, v, layer, step, layout,
-                                 return_lse)
-        return self._forward_local(q, k, v, layer, step, layout, return_lse)
+                                 return_lse, key_lengths)
+        return self._forward_local(q, k, v, layer, step, layout, return_lse, key_lengths)
 
-    def _forward_local(self, q, k, v, layer, step, layout, return_lse):
+    def _key_lengths(self, key_lengths):
+        """key_lengths as a list of ints in range, or None when nothing is padded."""
+        if key_lengths is None:
+            return None
+        if hasattr(key_lengths, "tolist"):  # NumPy or torch (any device)
+            key_lengths = key_lengths.tolist()
+        if not isinstance(key_lengths, (list, tuple)):
+            raise TypeError(f"key_lengths: expected None or a sequence of ints (one per batch "
+                            f"entry), got {type(key_lengths).__name__}")
+        geometry = self.geometry
+        first = geometry.video_tokens
+        lengths = [check_int(n, f"key_lengths[{b}]", 0) for b, n in enumerate(key_lengths)]
+        for b, n in enumerate(lengths):
+            if n == geometry.tokens:
+                continue
+            if geometry.text_at != "after":
+                raise ValueError(f"key_lengths[{b}]: only text after the video can be padding and "
+                                 f"this geometry has text {geometry.text_at!r}; expected "
+                                 f"{geometry.tokens}, got {n}")
+            if not first <= n <= geometry.tokens:
+                raise ValueError(f"key_lengths[{b}]: expected an int in [{first}, {geometry.tokens}] "
+                                 f"(the video tokens and at most every text token), got {n}")
+        return None if all(n == geometry.tokens for n in lengths) and lengths else lengths
+
+    def _forward_local(self, q, k, v, layer, step, layout, return_lse, key_lengths=None):
         if resolve(self._backend, q) == "flex":
+            if key_lengths is not None:
+                raise NotImplementedError(
+                    "key_lengths: the flex backend takes no key padding yet; pass backend='cpu' "
+                    "(CPU tensors) for padded batches")
             check_qkv(q, k, v, layout, any_device=True)
             return self._flex_runner().forward(q, k, v, layer, step, layout, return_lse)
         kind = check_qkv(q, k, v, layout)
+        if key_lengths is not None:
+            batch = 1 if layout == "hnd" else q.shape[0]
+            if len(key_lengths) != batch:
+                raise ValueError(f"key_lengths: expected one per batch entry ({batch}), got "
+                                 f"{len(key_lengths)}")
         descs, lse_address, out, lse, held = call_arrays(kind, q, k, v, layout)
-        report = self._core.forward(*descs, lse_address, layout, layer, step)
+        report = self._core.forward(*descs, lse_address, layout, layer, step, key_lengths)
         del held  # copies of odd views stay alive until the core has returned
         return (out, lse, report) if return_lse else (out, report)
 

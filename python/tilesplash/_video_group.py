@@ -61,7 +61,8 @@ def _agree_call(ctx, layer: int, step: int, tokens: int, heads: int, shards):
             f"({list(shards.sizes)} by rank); geometry.tokens is {tokens}")
 
 
-def group_forward(attention, group, timeout, q, k, v, layer, step, layout, return_lse):
+def group_forward(attention, group, timeout, q, k, v, layer, step, layout, return_lse,
+                  key_lengths=None):
     """VideoAttention.__call__ with a group: this rank's shard in, its shard out."""
     ctx, call, shards = _dist.start(q, k, v, "dense", layout, None, 0, group, timeout, _WHO,
                                     backend=attention.backend)
@@ -73,7 +74,8 @@ def group_forward(attention, group, timeout, q, k, v, layer, step, layout, retur
     out = lse = report = error = None
     try:
         if h1 > h0:
-            out, lse, report = attention._forward_local(qh, kh, vh, layer, step, "bnhd", True)
+            out, lse, report = attention._forward_local(qh, kh, vh, layer, step, "bnhd", True,
+                                                        key_lengths)
         else:  # more ranks than heads: this rank runs none, but still exchanges
             out = torch.empty(call.batch, shards.total, 0, call.v_dim, dtype=call.dtype,
                               device=call.q.device)

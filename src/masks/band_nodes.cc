@@ -1,5 +1,5 @@
-// Dense, causal, local and chunked-causal masks: the families whose tiles are
-// classified exactly from index ranges.
+// Dense, causal, local, chunked-causal and key-range masks: the families whose
+// tiles are classified exactly from index ranges.
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -16,6 +16,7 @@ constexpr std::size_t kDenseTag = 0x64656e7365;
 constexpr std::size_t kCausalTag = 0x63617573616c;
 constexpr std::size_t kLocalTag = 0x6c6f63616c;
 constexpr std::size_t kChunkedTag = 0x6368756e6b;
+constexpr std::size_t kKeyRangeTag = 0x6b657973;
 
 Wide band_lo(std::optional<std::int64_t> left, std::int64_t offset) {
   return left ? Wide{offset} - *left : -kNoBound;
@@ -166,6 +167,43 @@ std::size_t ChunkedCausalNode::hash() const {
 
 bool ChunkedCausalNode::equals(const MaskNode& other) const {
   return chunk_ == static_cast<const ChunkedCausalNode&>(other).chunk_;
+}
+
+KeyRangeNode::KeyRangeNode(std::int64_t begin, std::int64_t end) : begin_(begin), end_(end) {
+  if (begin < 0 || end < begin) {
+    throw std::invalid_argument("Mask::key_range: needs 0 <= begin <= end, got begin " +
+                                std::to_string(begin) + ", end " + std::to_string(end));
+  }
+}
+
+TileKind KeyRangeNode::classify(IndexRange, IndexRange cols) const {
+  if (begin_ == end_ || cols.end <= begin_ || cols.begin >= end_) return TileKind::kEmpty;
+  if (cols.begin >= begin_ && cols.end <= end_) return TileKind::kFull;
+  return TileKind::kPartial;
+}
+
+IndexRange KeyRangeNode::kv_hull(IndexRange rows, std::int64_t kv_len) const {
+  if (rows.empty()) return {};
+  return clip_hull(begin_, end_, kv_len);
+}
+
+void KeyRangeNode::eval_row(std::int64_t, std::int64_t k0, std::int64_t n,
+                            std::uint8_t* keep) const {
+  fill_interval(keep, n, begin_ - k0, end_ - 1 - k0);
+}
+
+std::string KeyRangeNode::to_string() const {
+  return "keys:begin=" + std::to_string(begin_) + ",end=" + std::to_string(end_);
+}
+
+std::size_t KeyRangeNode::hash() const {
+  return hash_combine(hash_combine(kKeyRangeTag, static_cast<std::uint64_t>(begin_)),
+                      static_cast<std::uint64_t>(end_));
+}
+
+bool KeyRangeNode::equals(const MaskNode& other) const {
+  const auto& o = static_cast<const KeyRangeNode&>(other);
+  return begin_ == o.begin_ && end_ == o.end_;
 }
 
 }  // namespace tilesplash::detail

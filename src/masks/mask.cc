@@ -105,6 +105,10 @@ Mask Mask::chunked_causal(std::int64_t chunk) {
   return Mask(std::make_shared<detail::ChunkedCausalNode>(chunk));
 }
 
+Mask Mask::key_range(std::int64_t begin, std::int64_t end) {
+  return Mask(std::make_shared<detail::KeyRangeNode>(begin, end));
+}
+
 Mask Mask::random(double density, std::uint64_t seed) {
   return Mask(std::make_shared<detail::RandomNode>(density, seed));
 }

@@ -38,6 +38,13 @@ Mask parse_chunked(SpecParams& params) {
   return Mask::chunked_causal(*params.integer("size", 1, kMax, "an integer >= 1"));
 }
 
+Mask parse_keys(SpecParams& params) {
+  params.check_known({"begin", "end"}, "begin or end");
+  params.require("end", "the end of the kept keys, an integer >= 0");
+  const std::int64_t begin = params.integer("begin", 0, kMax, "an integer >= 0").value_or(0);
+  return Mask::key_range(begin, *params.integer("end", 0, kMax, "an integer >= 0"));
+}
+
 Mask parse_random(SpecParams& params) {
   params.check_known({"density", "seed"}, "density or seed");
   params.require("density", "a number in [0, 1]");
@@ -49,7 +56,7 @@ Mask parse_random(SpecParams& params) {
 constexpr std::array kFamilies = {
     SpecFamily{"dense", parse_dense},   SpecFamily{"causal", parse_causal},
     SpecFamily{"local", parse_local},   SpecFamily{"chunked", parse_chunked},
-    SpecFamily{"random", parse_random},
+    SpecFamily{"random", parse_random}, SpecFamily{"keys", parse_keys},
 };
 
 }  // namespace

@@ -91,6 +91,27 @@ class ChunkedCausalNode final : public MaskNode {
   std::int64_t chunk_;
 };
 
+// Keeps (q, k) when begin <= k < end, whatever q: every row keeps the same
+// interval of keys, so a tile is full, empty or partial from its columns alone.
+class KeyRangeNode final : public MaskNode {
+ public:
+  // Throws std::invalid_argument unless 0 <= begin <= end.
+  KeyRangeNode(std::int64_t begin, std::int64_t end);
+  std::int64_t begin() const { return begin_; }
+  std::int64_t end() const { return end_; }
+  bool keeps(std::int64_t, std::int64_t k) const override { return k >= begin_ && k < end_; }
+  TileKind classify(IndexRange rows, IndexRange cols) const override;
+  IndexRange kv_hull(IndexRange rows, std::int64_t kv_len) const override;
+  void eval_row(std::int64_t q, std::int64_t k0, std::int64_t n, std::uint8_t* keep) const override;
+  std::string to_string() const override;
+  std::size_t hash() const override;
+  bool equals(const MaskNode& other) const override;
+
+ private:
+  std::int64_t begin_;
+  std::int64_t end_;
+};
+
 class RandomNode final : public MaskNode {
  public:
   // Throws std::invalid_argument unless density is in [0, 1].

@@ -25,7 +25,7 @@ struct SpecFamily {
   Mask (*parse)(SpecParams& params) = nullptr;
 };
 
-// dense, causal, local, chunked, random: the families of mask.h.
+// dense, causal, local, chunked, random, keys: the families of mask.h.
 std::span<const SpecFamily> core_spec_families();
 
 // Throws std::invalid_argument("mask spec: ...") on malformed input; the

@@ -14,6 +14,7 @@
 
 #include "routing/router.h"
 #include "tilesplash/clusters.h"
+#include "tilesplash/mask.h"
 #include "tilesplash/plan_cache.h"
 #include "tilesplash/routing.h"
 #include "tilesplash/threading.h"
@@ -32,6 +33,13 @@ inline double since(Clock::time_point start) {
 // The name heads running semantic clusters report.
 inline const HeadMask kClusterChoice{"svg2"};
 
+// Keys [limit, tokens) of one call are padding; `mask` is
+// Mask::key_range(0, limit), ANDed into every mask the call runs.
+struct KeyPadding {
+  std::int64_t limit = 0;
+  Mask mask;
+};
+
 }  // namespace detail
 
 struct VideoAttention::Impl {
@@ -42,17 +50,27 @@ struct VideoAttention::Impl {
   const MaskCandidate& find(const HeadMask& choice) const;
   AttentionOptions attention_options(bool check_finite) const;
   void check_args(const TensorView& q, const TensorView& k, const TensorView& v) const;
+  // The key padding of a call: nullopt when no key is padded, else the mask
+  // Mask::key_range(0, limit); throws unless only trailing text is padded.
+  std::optional<detail::KeyPadding> key_padding(std::optional<std::int64_t> key_limit) const;
 
   std::vector<RouteDecision> route(const TensorView& q, const TensorView& k, const TensorView& v,
-                                   std::int64_t layer, std::int64_t step);
-  // One head: dense, a candidate, or (choice "svg2") its clusters.
+                                   std::int64_t layer, std::int64_t step,
+                                   const std::optional<detail::KeyPadding>& keys);
+  // One head: dense, a candidate, or (choice "svg2") its clusters; `keys`
+  // (key_padding()) ANDed into whatever it runs.
   HeadReport run_head(const AttentionArgs& args, std::int64_t h, const HeadMask& choice,
-                      std::int64_t layer, double* plan_seconds);
+                      std::int64_t layer, const std::optional<detail::KeyPadding>& keys,
+                      double* plan_seconds);
   void run_clusters(const AttentionArgs& args, const AttentionArgs& head, std::int64_t h,
-                    std::int64_t layer, HeadReport& report);
+                    std::int64_t layer, const std::optional<detail::KeyPadding>& keys,
+                    HeadReport& report);
   // Runs `run` with `plan` over its mask (the extra segment's plan cached).
   void run_sparse(const AttentionArgs& head, const MaskRun& run, const TilePlan& plan,
                   HeadReport& report, double* plan_seconds);
+  // run.mask & keys.mask, after checking that the run's key order leaves
+  // the padded keys where they are (every order keeps trailing text in place).
+  Mask padded_run_mask(const MaskRun& run, const detail::KeyPadding& keys) const;
   TensorView permuted(const TensorView& src, const RowOrder& order,
                       std::vector<unsigned char>& buffer);
 

@@ -114,8 +114,25 @@ void VideoAttention::Impl::run_sparse(const AttentionArgs& head, const MaskRun& 
   if (!run.order.is_identity()) report.permute_seconds += since(start);
 }
 
+Mask VideoAttention::Impl::padded_run_mask(const MaskRun& run,
+                                           const detail::KeyPadding& keys) const {
+  const RowOrder& kv_order = run.kv_order ? *run.kv_order : run.order;
+  if (!kv_order.is_identity()) {
+    for (std::int64_t row = keys.limit; row < geometry.tokens(); ++row) {
+      if (kv_order.position(row) != row) {
+        detail::front_door_fail("key_limit: the " + std::string(kv_order.name()) +
+                                " order moves padded key " + std::to_string(row) +
+                                " (only orders that keep trailing text in place can drop it)");
+      }
+    }
+  }
+  return run.mask & keys.mask;
+}
+
 void VideoAttention::Impl::run_clusters(const AttentionArgs& args, const AttentionArgs& head,
-                                        std::int64_t h, std::int64_t layer, HeadReport& report) {
+                                        std::int64_t h, std::int64_t layer,
+                                        const std::optional<detail::KeyPadding>& keys,
+                                        HeadReport& report) {
   const ClusterOptions& o = *options.clusters;
   const auto key = std::make_pair(layer, h);
   const auto previous = warm.find(key);
@@ -129,6 +146,7 @@ void VideoAttention::Impl::run_clusters(const AttentionArgs& args, const Attenti
   start = Clock::now();
   ClusterMasks masks = cluster_masks(geometry, clusters, kept);
   const std::int64_t n = geometry.tokens();
+  if (keys) masks.run.mask = padded_run_mask(masks.run, *keys);
   const TilePlan plan = TilePlan::build(masks.run.mask, n, n, o.blocks);
   report.plan_seconds = since(start);
   report.density = masks.density;
@@ -139,6 +157,7 @@ void VideoAttention::Impl::run_clusters(const AttentionArgs& args, const Attenti
 
 HeadReport VideoAttention::Impl::run_head(const AttentionArgs& args, std::int64_t h,
                                           const HeadMask& choice, std::int64_t layer,
+                                          const std::optional<detail::KeyPadding>& keys,
                                           double* plan_seconds) {
   const auto start = Clock::now();
   const std::int64_t n = geometry.tokens();
@@ -148,15 +167,17 @@ HeadReport VideoAttention::Impl::run_head(const AttentionArgs& args, std::int64_
   report.head = h;
   report.choice = choice;
   if (choice == HeadMask::kDense) {
-    const TilePlan& plan = *plans.get(Mask::dense(), n, n, options.blocks, plan_seconds);
+    const TilePlan& plan =
+        *plans.get(keys ? keys->mask : Mask::dense(), n, n, options.blocks, plan_seconds);
     runner.forward(plan, head, attention_options(options.check_finite));
     report.density = 1.0;
-    report.tiles_visited = 1.0;
+    report.tiles_visited = keys ? visited_pairs(plan) / (double(n) * double(n)) : 1.0;
   } else if (choice == detail::kClusterChoice) {
-    run_clusters(args, head, h, layer, report);
+    run_clusters(args, head, h, layer, keys, report);
   } else {
     const MaskCandidate& candidate = find(choice);
-    const TilePlan& plan = *plans.get(candidate.run.mask, n, n, options.blocks, plan_seconds);
+    const Mask run_mask = keys ? padded_run_mask(candidate.run, *keys) : candidate.run.mask;
+    const TilePlan& plan = *plans.get(run_mask, n, n, options.blocks, plan_seconds);
     run_sparse(head, candidate.run, plan, report, plan_seconds);
     report.density = candidate.density;
   }

@@ -1,5 +1,7 @@
 // The video front door on whole tensors (routing_layout.h): batch entries
 // one forward() each, and the front doors kept per head dim and dtype.
+#include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -18,8 +20,14 @@ using detail::in_entry;
 
 std::vector<LayerReport> layout_video_attention(VideoAttention& attention, const LayoutArgs& args,
                                                 std::int64_t layer, std::int64_t step,
-                                                const BatchProgress& progress) {
+                                                const BatchProgress& progress,
+                                                std::span<const std::int64_t> key_limits) {
   const LayoutShape shape = check_layout_args(args);
+  if (!key_limits.empty() && static_cast<std::int64_t>(key_limits.size()) != shape.batch) {
+    throw std::invalid_argument("key_limits: expected one per batch entry (" +
+                                std::to_string(shape.batch) + "), got " +
+                                std::to_string(key_limits.size()));
+  }
   // Lengths first, for every batch entry at once (and for none), so that a
   // per-entry error below can only be about that entry's data.
   const std::int64_t tokens = attention.geometry().tokens();
@@ -36,7 +44,11 @@ std::vector<LayerReport> layout_video_attention(VideoAttention& attention, const
   EntryViews entry;
   for (std::int64_t b = 0; b < shape.batch; ++b) {
     reports.push_back(in_entry(b, shape.batch, [&] {
-      return attention.forward(entry.views(args, a, b, b * shape.heads * shape.q_len), layer, step);
+      const std::optional<std::int64_t> limit =
+          key_limits.empty() ? std::nullopt
+                             : std::optional<std::int64_t>(key_limits[static_cast<std::size_t>(b)]);
+      return attention.forward(entry.views(args, a, b, b * shape.heads * shape.q_len), layer, step,
+                               limit);
     }));
     if (progress) progress(b, 1);
   }
@@ -107,9 +119,9 @@ LayoutVideoAttention::Entry& LayoutVideoAttention::entry_for(std::int64_t head_d
   return entries_.emplace(key, std::move(entry)).first->second;
 }
 
-LayoutVideoAttention::Result LayoutVideoAttention::forward(const LayoutArgs& args,
-                                                           std::int64_t layer, std::int64_t step,
-                                                           const BatchProgress& progress) {
+LayoutVideoAttention::Result LayoutVideoAttention::forward(
+    const LayoutArgs& args, std::int64_t layer, std::int64_t step, const BatchProgress& progress,
+    std::span<const std::int64_t> key_limits) {
   if (layer < 0) throw std::invalid_argument("layer: must be >= 0, got " + std::to_string(layer));
   if (step < 0) throw std::invalid_argument("step: must be >= 0, got " + std::to_string(step));
   const LayoutShape shape = check_layout_args(args);
@@ -117,7 +129,8 @@ LayoutVideoAttention::Result LayoutVideoAttention::forward(const LayoutArgs& arg
   Result result;
   result.blocks = entry.attention->options().blocks;
   result.blocks_tuned = entry.tuned;
-  result.reports = layout_video_attention(*entry.attention, args, layer, step, progress);
+  result.reports =
+      layout_video_attention(*entry.attention, args, layer, step, progress, key_limits);
   last_ = entry.attention.get();
   return result;
 }

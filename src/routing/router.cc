@@ -92,8 +92,9 @@ RouteDecision decide(const std::vector<MaskCandidate>& candidates, std::vector<d
 
 std::vector<std::vector<double>> Router::score(
     AttentionBackend& backend, const TensorView& q, const TensorView& k, const TensorView& v,
-    const std::vector<Mask>& candidates, const std::vector<std::int64_t>& rows,
-    std::int64_t block_kv, const AttentionOptions& options, double* plan_seconds) {
+    const Mask& reference, const std::vector<Mask>& candidates,
+    const std::vector<std::int64_t>& rows, std::int64_t block_kv, const AttentionOptions& options,
+    double* plan_seconds) {
   const std::int64_t heads = q.heads;
   const std::int64_t r = static_cast<std::int64_t>(rows.size());
   const std::int64_t sections = 1 + static_cast<std::int64_t>(candidates.size());
@@ -115,7 +116,7 @@ std::vector<std::vector<double>> Router::score(
   }
   outputs_.resize(static_cast<std::size_t>(heads * block * dv));
 
-  std::vector<Mask> masks{Mask::dense()};
+  std::vector<Mask> masks{reference};
   masks.insert(masks.end(), candidates.begin(), candidates.end());
   const Mask stacked(std::make_shared<SampledRowsNode>(std::move(masks), rows));
   const TilePlan plan =

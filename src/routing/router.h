@@ -34,11 +34,11 @@ class Router {
  public:
   // Per head of q, k, v ([heads, tokens, d], original order), per candidate
   // mask: the MSE over the sampled rows and all dv channels of its output
-  // against the dense one ([head][candidate]). `options` supplies scale and
-  // threads.
+  // against the reference's ([head][candidate]): dense, or the keys a padded
+  // call really has. `options` supplies scale and threads.
   std::vector<std::vector<double>> score(AttentionBackend& backend, const TensorView& q,
                                          const TensorView& k, const TensorView& v,
-                                         const std::vector<Mask>& candidates,
+                                         const Mask& reference, const std::vector<Mask>& candidates,
                                          const std::vector<std::int64_t>& rows,
                                          std::int64_t block_kv, const AttentionOptions& options,
                                          double* plan_seconds);

@@ -181,14 +181,35 @@ void VideoAttention::Impl::check_args(const TensorView& q, const TensorView& k,
   check_tokens("v", v, n, q.heads);
 }
 
-std::vector<RouteDecision> VideoAttention::Impl::route(const TensorView& q, const TensorView& k,
-                                                       const TensorView& v, std::int64_t layer,
-                                                       std::int64_t step) {
+std::optional<detail::KeyPadding> VideoAttention::Impl::key_padding(
+    std::optional<std::int64_t> key_limit) const {
+  const std::int64_t n = geometry.tokens();
+  if (!key_limit || *key_limit == n) return std::nullopt;
+  if (geometry.text_at != TextPlacement::kAfter) {
+    fail("key_limit: only text after the video can be padding, and this geometry has text " +
+         std::string(to_string(geometry.text_at)) + "; key_limit must be " + str(n) +
+         " (no padding), got " + str(*key_limit));
+  }
+  const std::int64_t first = geometry.video_range().end;
+  if (*key_limit < first || *key_limit > n) {
+    fail("key_limit must be in [" + str(first) + ", " + str(n) +
+         "] (the video's tokens and at most every text token), got " + str(*key_limit));
+  }
+  return detail::KeyPadding{*key_limit, Mask::key_range(0, *key_limit)};
+}
+
+std::vector<RouteDecision> VideoAttention::Impl::route(
+    const TensorView& q, const TensorView& k, const TensorView& v, std::int64_t layer,
+    std::int64_t step, const std::optional<detail::KeyPadding>& keys) {
   const std::vector<std::int64_t> rows =
       detail::sample_video_rows(geometry, options.router.samples, options.router.seed, layer, step);
+  std::vector<Mask> masks = candidate_masks;
+  if (keys) {
+    for (Mask& mask : masks) mask = mask & keys->mask;
+  }
   std::vector<std::vector<double>> mse =
-      router.score(runner, q, k, v, candidate_masks, rows, options.blocks.block_kv,
-                   attention_options(false), nullptr);
+      router.score(runner, q, k, v, keys ? keys->mask : Mask::dense(), masks, rows,
+                   options.blocks.block_kv, attention_options(false), nullptr);
   std::vector<RouteDecision> decisions;
   for (std::vector<double>& head : mse) {
     decisions.push_back(detail::decide(candidates, std::move(head), options.density_budget));
@@ -237,20 +258,23 @@ std::vector<std::int64_t> VideoAttention::sampled_rows(std::int64_t layer,
 
 std::vector<RouteDecision> VideoAttention::route(const TensorView& q, const TensorView& k,
                                                  const TensorView& v, std::int64_t layer,
-                                                 std::int64_t step) {
+                                                 std::int64_t step,
+                                                 std::optional<std::int64_t> key_limit) {
   impl_->check_args(q, k, v);
+  const std::optional<detail::KeyPadding> keys = impl_->key_padding(key_limit);
   if (impl_->candidates.empty()) {
     detail::front_door_fail("route: heads running clusters (options.clusters) are not routed");
   }
-  return impl_->route(q, k, v, layer, step);
+  return impl_->route(q, k, v, layer, step, keys);
 }
 
 LayerReport VideoAttention::forward(const AttentionArgs& args, std::int64_t layer,
-                                    std::int64_t step) {
+                                    std::int64_t step, std::optional<std::int64_t> key_limit) {
   const auto start = Clock::now();
   Impl& s = *impl_;
   s.check_args(args.q, args.k, args.v);
   check_tokens("out", args.out, s.geometry.tokens(), args.q.heads);
+  const std::optional<detail::KeyPadding> keys = s.key_padding(key_limit);
   const std::int64_t heads = args.q.heads;
 
   s.head_masks.assign(static_cast<std::size_t>(heads), std::nullopt);
@@ -262,7 +286,7 @@ LayerReport VideoAttention::forward(const AttentionArgs& args, std::int64_t laye
   const bool routed = !report.warmup && !s.options.force && s.candidates.size() > 1;
   if (routed) {
     const auto route_start = Clock::now();
-    decisions = s.route(args.q, args.k, args.v, layer, step);
+    decisions = s.route(args.q, args.k, args.v, layer, step, keys);
     report.routing_seconds = since(route_start);
   }
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -279,7 +303,7 @@ LayerReport VideoAttention::forward(const AttentionArgs& args, std::int64_t laye
     } else {
       choice = HeadMask(s.candidates.front().name);
     }
-    HeadReport head = s.run_head(args, h, choice, layer, &report.plan_seconds);
+    HeadReport head = s.run_head(args, h, choice, layer, keys, &report.plan_seconds);
     report.cluster_seconds += head.cluster_seconds;
     if (head.choice == detail::kClusterChoice) report.plan_seconds += head.plan_seconds;
     head.routed = routed;

@@ -74,7 +74,8 @@ def test_force_dense_equals_native(model, inputs, rotary):
         handle.remove()
     assert relative_error(out, native) <= DENSE_TOLERANCE
     assert len(report) == LAYERS
-    assert report[0]["geometry"] == {"frames": FRAMES, "height": HEIGHT // 2, "width": WIDTH // 2, "text": TEXT}
+    assert report[0]["geometry"] == {"frames": FRAMES, "height": HEIGHT // 2, "width": WIDTH // 2, "text": TEXT,
+                                     "text_at": "before", "key_lengths": None}
     assert torch.equal(run(model, inputs, rotary), native)
 
 

@@ -1,27 +1,26 @@
 """Switch a diffusers video transformer's self-attention to tilesplash.
 
     import tilesplash.diffusers
-    handle = tilesplash.diffusers.enable(pipe.transformer, density=0.25, dense_steps=10)
+    handle = tilesplash.diffusers.enable(pipe, density=0.25)   # or pipe.transformer
     video = pipe(...).frames
     print(tilesplash.diffusers.summary_table(handle.report()))
     handle.remove()
 
-``enable`` swaps the processor of every block's self-attention (``attn1``) for
-a tilesplash one; cross-attention and everything else stay as they are. A
-forward pre-hook on the transformer reads, on every call, the latent video's
-frames, height and width after patching (from the input's shape and the
-model's patch size) and the denoising step (from the timesteps: a new value
-starts a new step, so classifier-free guidance's two calls at one timestep are
-one step). Each processor knows its layer. Supported: ``WanTransformer3DModel``
-(Wan 2.1 / 2.2), ``WanVACETransformer3DModel`` and
-``CogVideoXTransformer3DModel``; see docs/diffusers.md for what does not fit
-(HunyuanVideo) and why.
+tilesplash registers itself as a diffusers attention backend ("tilesplash",
+added to diffusers' registry at run time) and ``enable`` points the
+self-attention modules over the video tokens at it, guided by a per-model
+table (``_models``): which modules, the video's frames, height and width
+after patching (read from the transformer's input on every call), the text's
+place in the joint sequence, key padding, token orders. The denoising step
+comes from the pipeline's scheduler (every transformer of the pipeline, such
+as Wan 2.2's two experts, on one count) or, for a bare transformer, from the
+timesteps it is called with. ``docs/diffusers.md`` lists the models served,
+the ones refused and why.
 
 With ``process_group=`` every rank of a torch.distributed group calls the
 transformer with the same inputs and gets the same output, while the
-sequence is split across the ranks inside it (sequence parallelism, Ulysses
-for self-attention; ``WanTransformer3DModel`` only): see
-``_sequence_parallel`` and docs/diffusers.md.
+sequence is split across the ranks inside it (``WanTransformer3DModel``
+only): see ``_sequence_parallel`` and docs/diffusers.md.
 """
 
 from __future__ import annotations
@@ -38,45 +37,63 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 
 import tilesplash
 
-from ._processors import ModelKind, model_kinds
-from ._runtime import Runtime, Settings, summarize, summary_table
+from ._dispatch import ModelState, add_runtime, drop_runtime
+from ._install import Installed, check_processors
+from ._models import model_specs, spec_for
+from ._report import summarize, summary_table
+from ._runtime import Runtime, Settings
 from ._sequence_parallel import SequenceParallel
+from ._steps import Steps
 
-__all__ = ["enable", "TilesplashHandle", "summarize", "summary_table"]
+__all__ = ["enable", "TilesplashHandle", "summarize", "summary_table", "supported_models"]
 
+_WHO = "tilesplash.diffusers.enable"
+
+
+def supported_models() -> dict[str, str | None]:
+    """Every diffusers transformer class tilesplash knows: name -> None when served, else why not."""
+    return {spec.name: spec.refusal for spec in model_specs()}
 
 
 class TilesplashHandle:
     """What ``enable`` returns: step override, report, and the way back."""
 
-    def __init__(self, transformer: torch.nn.Module, kind: ModelKind, runtime: Runtime,
-                 sequence: SequenceParallel | None = None) -> None:
-        self._transformer = transformer
-        self._kind = kind
+    def __init__(self, runtime: Runtime, runtime_id: int, installed: list[Installed],
+                 names: list[str]) -> None:
         self._runtime = runtime
-        self._sequence = sequence
-        self._originals: list[tuple[torch.nn.Module, object]] = []
-        self._hook = None
-        self._signature = None
+        self._runtime_id = runtime_id
+        self._installed = installed
+        self._names = names
 
     @property
     def active(self) -> bool:
         """True between ``enable`` and ``remove``."""
-        return self._hook is not None
+        return bool(self._installed)
+
+    @property
+    def transformers(self) -> list[str]:
+        """What was switched: a pipeline's component names ("transformer", "transformer_2"),
+        or the class name of a transformer given alone."""
+        return list(self._names)
 
     def set_step(self, step: int) -> None:
-        """Make the transformer's next call denoising step ``step``; counting goes on from there."""
+        """Make the next transformer call denoising step ``step`` (and the calls at its timestep);
+        counting goes on from there."""
         self._runtime.steps.pin(_non_negative_int(step, "step"))
 
     def report(self) -> list[dict]:
-        """One dict per self-attention call since ``enable``, in call order: a deep
-        copy, so editing it leaves the handle's own records as they were.
+        """One dict per self-attention call since ``enable``, in call order.
 
-        Keys: ``layer``, ``module`` (e.g. "blocks.3.attn1"), ``step``, ``heads`` (one dict per head: ``choice``
-        "dense" / "spatial" / "temporal" / a candidate of the method such as "radial" or
-        "sta:3x3x3" / "svg2", ``mse_spatial``, ``mse_temporal``, ``mse`` (every candidate's),
-        ``density``, ``seconds``, ...), ``seconds`` (the whole call), ``geometry``
-        and the rest of ``tilesplash.VideoAttention``'s report (method, layer timings).
+        Keys: ``transformer`` (the pipeline's component, e.g. "transformer_2", or the class
+        name of a transformer enabled alone), ``layer``, ``module`` (e.g. "blocks.3.attn1"),
+        ``step``, ``warmup`` (the call ran dense: warm-up layer, first or last steps),
+        ``heads`` (one dict per batch entry and head: ``choice`` "dense" / "spatial" /
+        "temporal" / a candidate of the method such as "radial" or "sta:3x3x3" / "svg2",
+        ``mse_spatial``, ``mse_temporal``, ``mse`` (every candidate's), ``density``,
+        ``seconds``, ...), ``seconds`` (the whole call), ``geometry`` (``frames``,
+        ``height``, ``width`` after patching, ``text``, ``text_at``, ``key_lengths``) and
+        the rest of ``tilesplash.VideoAttention``'s report (method, layer timings). A deep
+        copy: editing it leaves the handle's own records as they were.
         """
         return copy.deepcopy(self._runtime.records)
 
@@ -85,54 +102,32 @@ class TilesplashHandle:
         self._runtime.records.clear()
 
     def remove(self) -> None:
-        """Restore the original processors; the model then computes exactly what it did before ``enable``."""
-        for module, original in reversed(self._originals):
-            module.set_processor(original)
-        self._originals.clear()
-        if self._hook is not None:
-            self._hook.remove()
-            self._hook = None
-        if self._sequence is not None:
-            self._sequence.remove()
+        """Restore the original processors of every switched transformer; each then computes
+        exactly what it did before ``enable``. A second call does nothing."""
+        for installed in reversed(self._installed):
+            installed.remove()
+        if self._runtime.sequence is not None and self._installed:
+            self._runtime.sequence.remove()
+        self._installed = []
         self._runtime.clear()
-
-    def _install(self) -> None:
-        import inspect
-
-        self._signature = inspect.signature(self._transformer.forward)
-        for layer, name, module in self._kind.attention_modules(self._transformer):
-            self._originals.append((module, module.processor))
-            module.set_processor(self._kind.processor(self._runtime, layer, name))
-        self._hook = self._transformer.register_forward_pre_hook(self._before_forward, with_kwargs=True)
-        if self._sequence is not None:
-            self._sequence.install(self._transformer)
-
-    def _before_forward(self, module, args, kwargs):
-        bound = self._signature.bind_partial(*args, **kwargs).arguments
-        hidden_states = bound.get("hidden_states")
-        timestep = bound.get("timestep")
-        if hidden_states is None or timestep is None:
-            raise ValueError(f"tilesplash: {self._kind.name} was called without hidden_states or timestep")
-        video = self._kind.video_shape(module, hidden_states)
-        if self._sequence is not None:
-            self._sequence.begin_forward(video, timestep)
-        self._runtime.begin_forward(video, timestep)
-        return None
+        drop_runtime(self._runtime_id)
 
     def __repr__(self) -> str:
         state = "active" if self.active else "removed"
-        return f"TilesplashHandle({self._kind.name}, {len(self._originals)} layers, {state})"
+        return f"TilesplashHandle({', '.join(self._names)}, {len(self._runtime.sites)} layers, {state})"
 
 
 def enable(
-    transformer: torch.nn.Module,
+    target,
     *,
     method: str = "svg",
     density: float = 0.25,
     density_budget: float | None = None,
-    sink: bool = True,
+    sink: bool | None = None,
     dense_layers: int = 1,
-    dense_steps: int = 0,
+    dense_steps: int | None = None,
+    dense_last_steps: int = 0,
+    total_steps: int | None = None,
     force: str | None = None,
     samples: int = 64,
     process_group=None,
@@ -141,8 +136,11 @@ def enable(
     timeout: float | None = None,
     backend: str = "auto",
 ) -> TilesplashHandle:
-    """Run ``transformer``'s self-attention through tilesplash; returns a handle.
+    """Run the self-attention of `target`'s video transformer(s) through tilesplash; returns a handle.
 
+    target: a diffusers pipeline (every transformer in it is switched: Wan 2.2 A14B's
+        ``transformer`` and ``transformer_2``; the step comes from its scheduler) or one
+        transformer (``pipe.transformer``; the step comes from its timesteps).
     method: the masks sparse heads run (docs/masks.md): "svg" (default: Sparse
         VideoGen, each head routed to a spatial or temporal mask), "spatial",
         "temporal", "radial" (Radial Attention), "sta" (Sliding Tile Attention,
@@ -152,109 +150,124 @@ def enable(
     density: target fraction of the attention map each sparse head keeps, in (0, 1].
     density_budget: route only among candidates of at most this density (for
         "mix" and "sta"; e.g. 1.25 * density); None: all of them.
-    sink: keep Wan's first-frame sink (every video query sees frame 0; not in
-        sta or svg2).
-    dense_layers, dense_steps: layers ``< dense_layers`` and steps ``< dense_steps``
-        run dense (Sparse VideoGen keeps about the first 20% of steps dense).
+    sink: keep the first-frame sink (every video query sees frame 0; not in sta
+        or svg2); None: the model's default (on for the Wan family, off elsewhere).
+    dense_layers: layers ``< dense_layers`` run dense.
+    dense_steps: steps ``< dense_steps`` run dense; None: the first 20% of the steps
+        when their number is known (a pipeline's scheduler, or total_steps), else 0.
+    dense_last_steps: the last ``dense_last_steps`` steps run dense (needs the number
+        of steps: a pipeline, or total_steps).
+    total_steps: the number of denoising steps, for a transformer given without its
+        pipeline; None: the scheduler's.
     force: None (route each head), "dense", or a mask of the method for every
         head: "spatial" or "temporal" for "svg"; for the other methods a
         candidate's name ("radial", "sta:3x3x3", ..., "svg2"), checked when
         the first call reveals the geometry.
     samples: query rows sampled per layer call by the router.
-    process_group: None, or a torch.distributed ProcessGroup
-        (``torch.distributed.group.WORLD`` for every process) to split the
-        sequence across its ranks: every rank calls the transformer with the
-        same full inputs and gets the same full output; inside, each rank
-        holds a contiguous shard of the tokens after the patch embedding,
-        self-attention runs over the group (Ulysses: each rank routes and runs
-        whole-sequence heads, the same decisions one process makes),
-        cross-attention and the rest run on the shard, and the shards of the
-        final projection's output are gathered. ``WanTransformer3DModel`` only.
+    process_group: None, or a torch.distributed ProcessGroup to split the sequence
+        across its ranks (``WanTransformer3DModel`` only; docs/diffusers.md).
     threads: kernel threads, 0 for all hardware threads (with a group: give
         each rank its share of the cores).
     timeout: with process_group, the seconds any collective waits for the
-        other ranks (default tilesplash.distributed.DEFAULT_TIMEOUT); a rank
-        that fails makes the others raise instead of hang.
+        other ranks (default tilesplash.distributed.DEFAULT_TIMEOUT).
     context: a tilesplash.ThreadingContext every layer of this handle runs on;
-        None: the handle's VideoAttention objects own theirs. Handles (or
-        processes, ranks) with their own contexts run side by side.
+        None: the handle's VideoAttention objects own theirs.
     backend: "auto" (the native kernel for a CPU transformer, FlexAttention
         for one on a GPU), "cpu" or "flex" (FlexAttention on any device, the
         CPU included); see tilesplash.VideoAttention and docs/gpu.md.
     """
-    kind = _model_kind(transformer)
+    targets, scheduler = _targets(target)
     timeout = _timeout(timeout)  # checked with or without a group
-    sequence = None
-    if process_group is not None:
-        if kind.name != "WanTransformer3DModel":
-            raise NotImplementedError(
-                f"tilesplash.diffusers.enable: process_group supports WanTransformer3DModel only, not "
-                f"{kind.name} (docs/diffusers.md says why); pass process_group=None"
-            )
-        sequence = SequenceParallel(process_group, timeout)
     method = _method(method)
+    dense_last_steps = _non_negative_int(dense_last_steps, "dense_last_steps")
+    total_steps = None if total_steps is None else _positive_int(total_steps, "total_steps")
+    if dense_last_steps and total_steps is None and scheduler is None:
+        raise ValueError(f"{_WHO}: dense_last_steps needs the number of steps: pass the pipeline "
+                         "(its scheduler knows it) or total_steps=")
     settings = Settings(
         method=method,
         density=_density(density),
         density_budget=None if density_budget is None else _density(density_budget, "density_budget"),
-        sink=_bool(sink, "sink"),
+        sink=None if sink is None else _bool(sink, "sink"),
         dense_layers=_non_negative_int(dense_layers, "dense_layers"),
-        dense_steps=_non_negative_int(dense_steps, "dense_steps"),
+        dense_steps=None if dense_steps is None else _non_negative_int(dense_steps, "dense_steps"),
+        dense_last_steps=dense_last_steps,
+        total_steps=total_steps,
         force=_force(force, method),
         samples=_positive_int(samples, "samples"),
         threads=_non_negative_int(threads, "threads", maximum=tilesplash._core.MAX_THREADS),
         context=_context(context),
         backend=_backend(backend),
     )
-    for _, name, module in kind.attention_modules(transformer):
-        processor = module.processor
-        if isinstance(processor, kind.processor):
-            raise ValueError(
-                "tilesplash.diffusers.enable: transformer already has tilesplash enabled; call handle.remove() first"
-            )
-        if type(processor) is not kind.native_processor:
-            raise ValueError(
-                f"tilesplash.diffusers.enable: {name} runs {type(processor).__name__}; "
-                f"expected diffusers' {kind.native_processor.__name__} (tilesplash reproduces that one exactly)"
-            )
-    handle = TilesplashHandle(transformer, kind, Runtime(settings, sequence), sequence)
-    handle._install()
-    return handle
+    for _, model, spec in targets:
+        check_processors(model, spec, _WHO)
+    sequence = None
+    if process_group is not None:
+        for _, _, spec in targets:
+            if spec.name != "WanTransformer3DModel":
+                raise NotImplementedError(
+                    f"{_WHO}: process_group supports WanTransformer3DModel only, not {spec.name} "
+                    "(docs/diffusers.md says why); pass process_group=None")
+        sequence = SequenceParallel(process_group, timeout)
+    runtime = Runtime(settings, Steps(scheduler), sequence)
+    runtime_id = add_runtime(runtime)
+    installed = []
+    for index, (name, model, spec) in enumerate(targets):
+        one = Installed(model, spec, ModelState(spec, name, index), runtime, runtime_id, sequence)
+        one.install()
+        installed.append(one)
+    return TilesplashHandle(runtime, runtime_id, installed, [name for name, _, _ in targets])
 
 
-def _model_kind(transformer) -> ModelKind:
-    kinds = model_kinds()
-    for kind in kinds:
-        if isinstance(transformer, kind.model_class):
-            return kind
-    names = ", ".join(kind.name for kind in kinds)
-    raise TypeError(
-        f"tilesplash.diffusers.enable: transformer must be one of {names} (a pipeline's .transformer); "
-        f"got {type(transformer).__name__}"
-    )
+def _targets(target):
+    """[(name, transformer, spec)] to switch, and the scheduler when a pipeline was given."""
+    components = getattr(target, "components", None)
+    if isinstance(components, dict) and not isinstance(target, torch.nn.Module):
+        found = [(name, module) for name, module in components.items()
+                 if name.startswith("transformer") and isinstance(module, torch.nn.Module)]
+        if not found:
+            raise TypeError(f"{_WHO}: {type(target).__name__} has no transformer component")
+        targets = [(name, module, _spec(module)) for name, module in found]
+        return targets, getattr(target, "scheduler", None)
+    if not isinstance(target, torch.nn.Module):
+        served = ", ".join(name for name, refusal in supported_models().items() if refusal is None)
+        raise TypeError(f"{_WHO}: target must be a diffusers pipeline or one of its video "
+                        f"transformers ({served}); got {type(target).__name__}")
+    return [(type(target).__name__, target, _spec(target))], None
+
+
+def _spec(model):
+    spec = spec_for(model)
+    if spec is None:
+        served = ", ".join(name for name, refusal in supported_models().items() if refusal is None)
+        raise TypeError(f"{_WHO}: {type(model).__name__} is not a video transformer tilesplash "
+                        f"knows; supported: {served} (docs/diffusers.md)")
+    if spec.refusal is not None:
+        raise NotImplementedError(f"{_WHO}: {spec.name} cannot be served: {spec.refusal}")
+    return spec
 
 
 def _method(value) -> str:
     names = tuple(tilesplash.methods())
     if not isinstance(value, str):
-        raise TypeError(f"tilesplash.diffusers.enable: method must be a string; got {type(value).__name__}")
+        raise TypeError(f"{_WHO}: method must be a string; got {type(value).__name__}")
     if value not in names:
-        raise ValueError(f"tilesplash.diffusers.enable: method must be one of {', '.join(map(repr, names))}; got {value!r}")
+        raise ValueError(f"{_WHO}: method must be one of {', '.join(map(repr, names))}; got {value!r}")
     return value
 
 
 def _density(value, name: str = "density") -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"tilesplash.diffusers.enable: {name} must be a number in (0, 1]; got {type(value).__name__}")
+        raise TypeError(f"{_WHO}: {name} must be a number in (0, 1]; got {type(value).__name__}")
     value = float(value)
     if not 0.0 < value <= 1.0:
-        raise ValueError(f"tilesplash.diffusers.enable: {name} must be in (0, 1]; got {value}")
+        raise ValueError(f"{_WHO}: {name} must be in (0, 1]; got {value}")
     return value
 
 
 def _bool(value, name: str) -> bool:
     if not isinstance(value, bool):
-        raise TypeError(f"tilesplash.diffusers.enable: {name} must be True or False; got {value!r}")
+        raise TypeError(f"{_WHO}: {name} must be True, False or None; got {value!r}")
     return value
 
 
@@ -266,15 +279,14 @@ def _integer(value, name: str) -> int:
 
 def _context(context):
     if context is not None and not isinstance(context, tilesplash.ThreadingContext):
-        raise TypeError(
-            f"tilesplash.diffusers.enable: context must be a tilesplash.ThreadingContext or None, got {type(context).__name__}"
-        )
+        raise TypeError(f"{_WHO}: context must be a tilesplash.ThreadingContext or None, got "
+                        f"{type(context).__name__}")
     return context
 
 
 def _backend(value) -> str:
     if value not in ("auto", "cpu", "flex"):
-        raise ValueError(f"tilesplash.diffusers.enable: backend must be 'auto', 'cpu' or 'flex'; got {value!r}")
+        raise ValueError(f"{_WHO}: backend must be 'auto', 'cpu' or 'flex'; got {value!r}")
     return value
 
 
@@ -294,11 +306,11 @@ def _timeout(value):
         return None
     seconds = value.total_seconds() if isinstance(value, datetime.timedelta) else value
     if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real):
-        raise TypeError(f"tilesplash.diffusers.enable: timeout must be None, seconds or a "
-                        f"timedelta; got {type(value).__name__}")
+        raise TypeError(f"{_WHO}: timeout must be None, seconds or a timedelta; got "
+                        f"{type(value).__name__}")
     if not 0 < seconds < float("inf"):
-        raise ValueError(f"tilesplash.diffusers.enable: timeout must be a finite number of "
-                         f"seconds > 0 (or None); got {value!r}")
+        raise ValueError(f"{_WHO}: timeout must be a finite number of seconds > 0 (or None); "
+                         f"got {value!r}")
     return value
 
 
@@ -313,13 +325,13 @@ def _force(value, method: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise TypeError(f"tilesplash.diffusers.enable: force must be None or a string; got {type(value).__name__}")
+        raise TypeError(f"{_WHO}: force must be None or a string; got {type(value).__name__}")
     names = ("dense",) + tuple(tilesplash.methods()[method]["mask_names"])
     if len(names) == 1:
         # The mask names depend on the geometry (sta windows): VideoAttention checks them.
         if value == "":
-            raise ValueError("tilesplash.diffusers.enable: force must be None, 'dense' or a candidate's name; got ''")
+            raise ValueError(f"{_WHO}: force must be None, 'dense' or a candidate's name; got ''")
         return value
     if value not in names:
-        raise ValueError(f"tilesplash.diffusers.enable: force must be None or one of {', '.join(map(repr, names))}; got {value!r}")
+        raise ValueError(f"{_WHO}: force must be None or one of {', '.join(map(repr, names))}; got {value!r}")
     return value

@@ -1,118 +1,55 @@
-"""Self-attention processors that run diffusers' video models through tilesplash.
+"""Copies of the processors that do not reach diffusers' attention dispatcher.
 
-Each processor is a line-for-line copy of the diffusers 0.42 processor it
-replaces (projections, q/k norms, RoPE exactly where diffusers applies them,
-output projection) with one change: the attention call goes to
-``Runtime.attend``. That is why ``force="dense"`` reproduces the native output
-up to the summation order of the attention kernel.
-
-A ``ModelKind`` says, for one transformer class, which attention modules to
-swap, which processor they must hold, and how the input's shape gives the
-latent video's frames, height and width after patching.
+CogVideoX (and ConsisID), Mochi, Allegro and EasyAnimate call
+``F.scaled_dot_product_attention`` directly, and Cosmos calls
+``dispatch_attention_fn`` without its processor's backend, so naming a
+backend cannot reach them. Each class here is diffusers 0.42.1's processor
+line for line (projections, q/k norms, RoPE exactly where diffusers applies
+it, output projections) with one change: the attention call goes to the
+tilesplash backend function (``_dispatch.attention``, diffusers' [B, S, H, D]
+layout), as the dispatcher would. That is why ``force="dense"`` reproduces
+the native output up to the summation order of the attention kernel.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
-
 import torch
+import torch.nn.functional as F
 
-from ._runtime import Runtime
-
-
-def _wan_rotary(hidden_states: torch.Tensor, freqs_cos: torch.Tensor, freqs_sin: torch.Tensor) -> torch.Tensor:
-    # diffusers 0.42 WanAttnProcessor's apply_rotary_emb, unchanged.
-    x1, x2 = hidden_states.unflatten(-1, (-1, 2)).unbind(-1)
-    cos = freqs_cos[..., 0::2]
-    sin = freqs_sin[..., 1::2]
-    out = torch.empty_like(hidden_states)
-    out[..., 0::2] = x1 * cos - x2 * sin
-    out[..., 1::2] = x1 * sin + x2 * cos
-    return out.type_as(hidden_states)
+from ._dispatch import attention
 
 
 class _Processor:
-    # diffusers' set_attention_backend / enable_parallelism set these on every
-    # processor; tilesplash ignores them.
+    # diffusers' set_attention_backend / enable_parallelism set these on every processor;
+    # the copies ignore them (tilesplash is their backend).
     _attention_backend = None
     _parallel_config = None
 
-    def __init__(self, runtime: Runtime, layer: int, name: str) -> None:
-        self.runtime = runtime
-        self.layer = layer
-        self.name = name  # the module's path in the transformer, for the report
-
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(layer={self.layer}, module={self.name!r})"
+        return f"{type(self).__name__}()"
 
 
-class WanTilesplashProcessor(_Processor):
-    """``WanAttnProcessor`` for ``attn1`` (self-attention) with tilesplash attention."""
-
-    def __call__(
-        self,
-        attn,
-        hidden_states: torch.Tensor,
-        encoder_hidden_states: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        rotary_emb: tuple[torch.Tensor, torch.Tensor] | None = None,
-    ) -> torch.Tensor:
-        if encoder_hidden_states is not None:
-            raise ValueError("tilesplash: WanTilesplashProcessor serves self-attention: encoder_hidden_states must be None")
-        if attention_mask is not None:
-            raise ValueError("tilesplash: WanTilesplashProcessor takes no attention_mask (Wan's self-attention has none)")
-
-        if getattr(attn, "fused_projections", False):
-            query, key, value = attn.to_qkv(hidden_states).chunk(3, dim=-1)
-        else:
-            query = attn.to_q(hidden_states)
-            key = attn.to_k(hidden_states)
-            value = attn.to_v(hidden_states)
-
-        query = attn.norm_q(query)
-        key = attn.norm_k(key)
-
-        query = query.unflatten(2, (attn.heads, -1))
-        key = key.unflatten(2, (attn.heads, -1))
-        value = value.unflatten(2, (attn.heads, -1))
-
-        if rotary_emb is not None:
-            query = _wan_rotary(query, *rotary_emb)
-            key = _wan_rotary(key, *rotary_emb)
-
-        hidden_states = self.runtime.attend(query, key, value, layer=self.layer, module=self.name, layout="bnhd")
-        hidden_states = hidden_states.flatten(2, 3)
-        hidden_states = hidden_states.type_as(query)
-
-        hidden_states = attn.to_out[0](hidden_states)
-        hidden_states = attn.to_out[1](hidden_states)
-        return hidden_states
+def _bhnd_attention(query, key, value, attn_mask=None):
+    """attention() on [B, H, S, D] tensors, returned as [B, H, S, Dv] (a view)."""
+    out = attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
+                    attn_mask=attn_mask)
+    return out.transpose(1, 2)
 
 
 class CogVideoXTilesplashProcessor(_Processor):
-    """``CogVideoXAttnProcessor2_0`` (joint text + video attention) with tilesplash attention.
+    """``CogVideoXAttnProcessor2_0``: joint attention, the text before the video."""
 
-    The text tokens come first (CogVideoX puts its prompt, 226 tokens, before
-    the video) and attend, and are attended by, everything (``text_full``);
-    video tokens are routed spatial or temporal.
-    """
-
-    def __call__(
-        self,
-        attn,
-        hidden_states: torch.Tensor,
-        encoder_hidden_states: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        image_rotary_emb: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        if attention_mask is not None:
-            raise ValueError("tilesplash: CogVideoXTilesplashProcessor takes no attention_mask (CogVideoX passes none)")
+    def __call__(self, attn, hidden_states, encoder_hidden_states, attention_mask=None,
+                 image_rotary_emb=None):
         text_seq_length = encoder_hidden_states.size(1)
 
         hidden_states = torch.cat([encoder_hidden_states, hidden_states], dim=1)
 
         batch_size, sequence_length, _ = hidden_states.shape
+
+        if attention_mask is not None:
+            attention_mask = attn.prepare_attention_mask(attention_mask, sequence_length, batch_size)
+            attention_mask = attention_mask.view(batch_size, attn.heads, -1, attention_mask.shape[-1])
 
         query = attn.to_q(hidden_states)
         key = attn.to_k(hidden_states)
@@ -137,9 +74,7 @@ class CogVideoXTilesplashProcessor(_Processor):
             if not attn.is_cross_attention:
                 key[:, :, text_seq_length:] = apply_rotary_emb(key[:, :, text_seq_length:], image_rotary_emb)
 
-        hidden_states = self.runtime.attend(
-            query, key, value, layer=self.layer, module=self.name, layout="bhnd", text=text_seq_length, text_at="before"
-        )
+        hidden_states = _bhnd_attention(query, key, value, attention_mask)
 
         hidden_states = hidden_states.transpose(1, 2).reshape(batch_size, -1, attn.heads * head_dim)
 
@@ -152,77 +87,264 @@ class CogVideoXTilesplashProcessor(_Processor):
         return hidden_states, encoder_hidden_states
 
 
-@dataclass(frozen=True)
-class ModelKind:
-    """How tilesplash plugs into one family of diffusers transformers."""
+class MochiTilesplashProcessor(_Processor):
+    """``MochiAttnProcessor2_0``: joint attention, the prompt's real tokens after the video.
 
-    name: str
-    model_class: type
-    native_processor: type  # the exact processor class the swapped modules must hold
-    processor: type
-    # (layer, name, module) of every self-attention module to swap, in call order
-    attention_modules: Callable[[torch.nn.Module], list[tuple[int, str, torch.nn.Module]]]
-    video_shape: Callable[[torch.nn.Module, torch.Tensor], tuple[int, int, int]]
+    Mochi runs each batch entry on its video and real prompt tokens and pads
+    the output with zeros; here the whole batch runs at once with the padding as
+    key padding, and the padded rows are zeroed the same way.
+    """
+
+    def __call__(self, attn, hidden_states, encoder_hidden_states, attention_mask,
+                 image_rotary_emb=None):
+        query = attn.to_q(hidden_states)
+        key = attn.to_k(hidden_states)
+        value = attn.to_v(hidden_states)
+
+        query = query.unflatten(2, (attn.heads, -1))
+        key = key.unflatten(2, (attn.heads, -1))
+        value = value.unflatten(2, (attn.heads, -1))
+
+        if attn.norm_q is not None:
+            query = attn.norm_q(query)
+        if attn.norm_k is not None:
+            key = attn.norm_k(key)
+
+        encoder_query = attn.add_q_proj(encoder_hidden_states)
+        encoder_key = attn.add_k_proj(encoder_hidden_states)
+        encoder_value = attn.add_v_proj(encoder_hidden_states)
+
+        encoder_query = encoder_query.unflatten(2, (attn.heads, -1))
+        encoder_key = encoder_key.unflatten(2, (attn.heads, -1))
+        encoder_value = encoder_value.unflatten(2, (attn.heads, -1))
+
+        if attn.norm_added_q is not None:
+            encoder_query = attn.norm_added_q(encoder_query)
+        if attn.norm_added_k is not None:
+            encoder_key = attn.norm_added_k(encoder_key)
+
+        if image_rotary_emb is not None:
+
+            def apply_rotary_emb(x, freqs_cos, freqs_sin):
+                x_even = x[..., 0::2].float()
+                x_odd = x[..., 1::2].float()
+
+                cos = (x_even * freqs_cos - x_odd * freqs_sin).to(x.dtype)
+                sin = (x_even * freqs_sin + x_odd * freqs_cos).to(x.dtype)
+
+                return torch.stack([cos, sin], dim=-1).flatten(-2)
+
+            query = apply_rotary_emb(query, *image_rotary_emb)
+            key = apply_rotary_emb(key, *image_rotary_emb)
+
+        sequence_length = query.size(1)
+        encoder_sequence_length = encoder_query.size(1)
+
+        real = torch.cat([attention_mask.new_ones(attention_mask.shape[0], sequence_length),
+                          attention_mask], dim=1).bool()  # [B, video + text]: the real tokens
+        hidden_states = attention(torch.cat([query, encoder_query], dim=1),
+                                  torch.cat([key, encoder_key], dim=1),
+                                  torch.cat([value, encoder_value], dim=1), attn_mask=real)
+        hidden_states = hidden_states * real[:, :, None, None].to(hidden_states.dtype)
+        hidden_states = hidden_states.flatten(2, 3)
+
+        hidden_states, encoder_hidden_states = hidden_states.split_with_sizes(
+            (sequence_length, encoder_sequence_length), dim=1
+        )
+
+        hidden_states = attn.to_out[0](hidden_states)
+        hidden_states = attn.to_out[1](hidden_states)
+
+        if hasattr(attn, "to_add_out"):
+            encoder_hidden_states = attn.to_add_out(encoder_hidden_states)
+
+        return hidden_states, encoder_hidden_states
 
 
-def _wan_video_shape(model, hidden_states: torch.Tensor) -> tuple[int, int, int]:
-    # hidden_states [B, C, F, H, W]; Conv3d patching with stride = patch size.
-    _, _, frames, height, width = hidden_states.shape
-    p_t, p_h, p_w = model.config.patch_size
-    return frames // p_t, height // p_h, width // p_w
+class CosmosTilesplashProcessor(_Processor):
+    """``CosmosAttnProcessor2_0`` (self-attention, no text); diffusers' calls the
+    dispatcher without its backend, so it cannot be switched by name."""
+
+    def __call__(self, attn, hidden_states, encoder_hidden_states=None, attention_mask=None,
+                 image_rotary_emb=None):
+        if encoder_hidden_states is None:
+            encoder_hidden_states = hidden_states
+
+        query = attn.to_q(hidden_states)
+        key = attn.to_k(encoder_hidden_states)
+        value = attn.to_v(encoder_hidden_states)
+
+        query = query.unflatten(2, (attn.heads, -1)).transpose(1, 2)
+        key = key.unflatten(2, (attn.heads, -1)).transpose(1, 2)
+        value = value.unflatten(2, (attn.heads, -1)).transpose(1, 2)
+
+        query = attn.norm_q(query)
+        key = attn.norm_k(key)
+
+        if image_rotary_emb is not None:
+            from diffusers.models.embeddings import apply_rotary_emb
+
+            query = apply_rotary_emb(query, image_rotary_emb, use_real=True, use_real_unbind_dim=-2)
+            key = apply_rotary_emb(key, image_rotary_emb, use_real=True, use_real_unbind_dim=-2)
+
+        query_idx = query.size(3)
+        key_idx = key.size(3)
+        value_idx = value.size(3)
+        key = key.repeat_interleave(query_idx // key_idx, dim=3)
+        value = value.repeat_interleave(query_idx // value_idx, dim=3)
+
+        hidden_states = attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
+                                  attn_mask=attention_mask)
+        hidden_states = hidden_states.flatten(2, 3).type_as(query)
+        hidden_states = attn.to_out[0](hidden_states)
+        hidden_states = attn.to_out[1](hidden_states)
+
+        return hidden_states
 
 
-def _cogvideox_video_shape(model, hidden_states: torch.Tensor) -> tuple[int, int, int]:
-    # hidden_states [B, F, C, H, W]; CogVideoX 1.0 patches frames one by one (patch_size_t None).
-    _, frames, _, height, width = hidden_states.shape
-    p = model.config.patch_size
-    p_t = model.config.patch_size_t or 1
-    return frames // p_t, height // p, width // p
+class AllegroTilesplashProcessor(_Processor):
+    """``AllegroAttnProcessor2_0`` for ``attn1`` (self-attention over the video)."""
+
+    def __call__(self, attn, hidden_states, encoder_hidden_states=None, attention_mask=None,
+                 temb=None, image_rotary_emb=None):
+        residual = hidden_states
+
+        if attn.spatial_norm is not None:
+            hidden_states = attn.spatial_norm(hidden_states, temb)
+
+        input_ndim = hidden_states.ndim
+
+        if input_ndim == 4:
+            batch_size, channel, height, width = hidden_states.shape
+            hidden_states = hidden_states.view(batch_size, channel, height * width).transpose(1, 2)
+
+        batch_size, sequence_length, _ = (
+            hidden_states.shape if encoder_hidden_states is None else encoder_hidden_states.shape
+        )
+
+        if attention_mask is not None:
+            attention_mask = attn.prepare_attention_mask(attention_mask, sequence_length, batch_size)
+            attention_mask = attention_mask.view(batch_size, attn.heads, -1, attention_mask.shape[-1])
+
+        if attn.group_norm is not None:
+            hidden_states = attn.group_norm(hidden_states.transpose(1, 2)).transpose(1, 2)
+
+        query = attn.to_q(hidden_states)
+
+        if encoder_hidden_states is None:
+            encoder_hidden_states = hidden_states
+        elif attn.norm_cross:
+            encoder_hidden_states = attn.norm_encoder_hidden_states(encoder_hidden_states)
+
+        key = attn.to_k(encoder_hidden_states)
+        value = attn.to_v(encoder_hidden_states)
+
+        inner_dim = key.shape[-1]
+        head_dim = inner_dim // attn.heads
+
+        query = query.view(batch_size, -1, attn.heads, head_dim).transpose(1, 2)
+        key = key.view(batch_size, -1, attn.heads, head_dim).transpose(1, 2)
+        value = value.view(batch_size, -1, attn.heads, head_dim).transpose(1, 2)
+
+        if image_rotary_emb is not None and not attn.is_cross_attention:
+            from diffusers.models.embeddings import apply_rotary_emb_allegro
+
+            query = apply_rotary_emb_allegro(query, image_rotary_emb[0], image_rotary_emb[1])
+            key = apply_rotary_emb_allegro(key, image_rotary_emb[0], image_rotary_emb[1])
+
+        hidden_states = _bhnd_attention(query, key, value, attention_mask)
+
+        hidden_states = hidden_states.transpose(1, 2).reshape(batch_size, -1, attn.heads * head_dim)
+        hidden_states = hidden_states.to(query.dtype)
+
+        hidden_states = attn.to_out[0](hidden_states)
+        hidden_states = attn.to_out[1](hidden_states)
+
+        if input_ndim == 4:
+            hidden_states = hidden_states.transpose(-1, -2).reshape(batch_size, channel, height, width)
+
+        if attn.residual_connection:
+            hidden_states = hidden_states + residual
+
+        hidden_states = hidden_states / attn.rescale_output_factor
+
+        return hidden_states
 
 
-def _self_attention(model, blocks: str) -> list[tuple[int, str, torch.nn.Module]]:
-    return [(i, f"{blocks}.{i}.attn1", block.attn1) for i, block in enumerate(getattr(model, blocks))]
+class EasyAnimateTilesplashProcessor(_Processor):
+    """``EasyAnimateAttnProcessor2_0``: joint attention, the text before the video."""
+
+    def __call__(self, attn, hidden_states, encoder_hidden_states, attention_mask=None,
+                 image_rotary_emb=None):
+        if attn.add_q_proj is None and encoder_hidden_states is not None:
+            hidden_states = torch.cat([encoder_hidden_states, hidden_states], dim=1)
+
+        query = attn.to_q(hidden_states)
+        key = attn.to_k(hidden_states)
+        value = attn.to_v(hidden_states)
+
+        query = query.unflatten(2, (attn.heads, -1)).transpose(1, 2)
+        key = key.unflatten(2, (attn.heads, -1)).transpose(1, 2)
+        value = value.unflatten(2, (attn.heads, -1)).transpose(1, 2)
+
+        if attn.norm_q is not None:
+            query = attn.norm_q(query)
+        if attn.norm_k is not None:
+            key = attn.norm_k(key)
+
+        if attn.add_q_proj is not None and encoder_hidden_states is not None:
+            encoder_query = attn.add_q_proj(encoder_hidden_states)
+            encoder_key = attn.add_k_proj(encoder_hidden_states)
+            encoder_value = attn.add_v_proj(encoder_hidden_states)
+
+            encoder_query = encoder_query.unflatten(2, (attn.heads, -1)).transpose(1, 2)
+            encoder_key = encoder_key.unflatten(2, (attn.heads, -1)).transpose(1, 2)
+            encoder_value = encoder_value.unflatten(2, (attn.heads, -1)).transpose(1, 2)
+
+            if attn.norm_added_q is not None:
+                encoder_query = attn.norm_added_q(encoder_query)
+            if attn.norm_added_k is not None:
+                encoder_key = attn.norm_added_k(encoder_key)
+
+            query = torch.cat([encoder_query, query], dim=2)
+            key = torch.cat([encoder_key, key], dim=2)
+            value = torch.cat([encoder_value, value], dim=2)
+
+        if image_rotary_emb is not None:
+            from diffusers.models.embeddings import apply_rotary_emb
+
+            query[:, :, encoder_hidden_states.shape[1] :] = apply_rotary_emb(
+                query[:, :, encoder_hidden_states.shape[1] :], image_rotary_emb
+            )
+            if not attn.is_cross_attention:
+                key[:, :, encoder_hidden_states.shape[1] :] = apply_rotary_emb(
+                    key[:, :, encoder_hidden_states.shape[1] :], image_rotary_emb
+                )
+
+        hidden_states = _bhnd_attention(query, key, value, attention_mask)
+        hidden_states = hidden_states.transpose(1, 2).flatten(2, 3)
+        hidden_states = hidden_states.to(query.dtype)
+
+        if encoder_hidden_states is not None:
+            encoder_hidden_states, hidden_states = (
+                hidden_states[:, : encoder_hidden_states.shape[1]],
+                hidden_states[:, encoder_hidden_states.shape[1] :],
+            )
+
+            if getattr(attn, "to_out", None) is not None:
+                hidden_states = attn.to_out[0](hidden_states)
+                hidden_states = attn.to_out[1](hidden_states)
+
+            if getattr(attn, "to_add_out", None) is not None:
+                encoder_hidden_states = attn.to_add_out(encoder_hidden_states)
+        else:
+            if getattr(attn, "to_out", None) is not None:
+                hidden_states = attn.to_out[0](hidden_states)
+                hidden_states = attn.to_out[1](hidden_states)
+
+        return hidden_states, encoder_hidden_states
 
 
-def _wan_vace_self_attention(model) -> list[tuple[int, str, torch.nn.Module]]:
-    # The control branch's blocks run first, each feeding the main block
-    # config.vace_layers[i]: that block's depth is its layer (for dense_layers).
-    vace = [
-        (model.config.vace_layers[i], f"vace_blocks.{i}.attn1", block.attn1)
-        for i, block in enumerate(model.vace_blocks)
-    ]
-    return vace + _self_attention(model, "blocks")
-
-
-def model_kinds() -> list[ModelKind]:
-    """The supported transformers; imports diffusers."""
-    from diffusers import CogVideoXTransformer3DModel, WanTransformer3DModel, WanVACETransformer3DModel
-    from diffusers.models.attention_processor import CogVideoXAttnProcessor2_0
-    from diffusers.models.transformers.transformer_wan import WanAttnProcessor
-
-    return [
-        ModelKind(
-            name="WanTransformer3DModel",
-            model_class=WanTransformer3DModel,
-            native_processor=WanAttnProcessor,
-            processor=WanTilesplashProcessor,
-            attention_modules=lambda model: _self_attention(model, "blocks"),
-            video_shape=_wan_video_shape,
-        ),
-        ModelKind(
-            name="WanVACETransformer3DModel",
-            model_class=WanVACETransformer3DModel,
-            native_processor=WanAttnProcessor,
-            processor=WanTilesplashProcessor,
-            attention_modules=_wan_vace_self_attention,
-            video_shape=_wan_video_shape,
-        ),
-        ModelKind(
-            name="CogVideoXTransformer3DModel",
-            model_class=CogVideoXTransformer3DModel,
-            native_processor=CogVideoXAttnProcessor2_0,
-            processor=CogVideoXTilesplashProcessor,
-            attention_modules=lambda model: _self_attention(model, "transformer_blocks"),
-            video_shape=_cogvideox_video_shape,
-        ),
-    ]
+COPIES = {cls.__name__: cls for cls in (CogVideoXTilesplashProcessor, MochiTilesplashProcessor,
+                                        CosmosTilesplashProcessor, AllegroTilesplashProcessor,
+                                        EasyAnimateTilesplashProcessor)}

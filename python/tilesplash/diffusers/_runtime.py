@@ -1,16 +1,16 @@
-"""State shared by the tilesplash processors of one enabled transformer.
+"""What one handle keeps between attention calls: settings, sites, steps, layers, report.
 
-diffusers does not pass the denoising step, the layer or the video's shape to
-attention processors. The transformer's forward pre-hook records them here
-(the geometry from the input's shape and the model's patch size, the step from
-the sequence of timesteps), each processor knows its own layer, and every
-attention call goes through ``Runtime.attend``, which keeps one
-``tilesplash.VideoAttention`` per geometry (plans and scratch live across
-layers and steps) and appends the call's report.
+Every tilesplash attention call of an enabled transformer (or pipeline) ends
+in ``Runtime.attend``, from the op's real implementation: it observes the
+step, reads the key padding, decides whether the call runs dense (warm-up
+layers, first and last steps), keeps one ``tilesplash.VideoAttention`` per
+transformer, geometry and mode (plans and scratch live across layers and
+steps) and appends the call's report.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -18,211 +18,180 @@ import torch
 
 import tilesplash
 
+from ._steps import Steps
+
+# Sparse VideoGen keeps about the first 20% of the steps dense: the default when the step
+# count is known (a pipeline's scheduler, or enable(total_steps=)).
+DEFAULT_DENSE_FRACTION = 0.2
+
 
 @dataclass(frozen=True)
 class Settings:
-    """What ``enable`` was asked for, passed to every VideoAttention."""
+    """What ``enable`` was asked for. ``video_attention_kwargs`` is every keyword the
+    handle's ``tilesplash.VideoAttention`` objects get: a new VideoAttention option is
+    one field here and one entry there."""
 
+    method: str
     density: float
-    sink: bool
+    density_budget: float | None
+    sink: bool | None  # None: the model's default (ModelSpec.sink)
     dense_layers: int
-    dense_steps: int
+    dense_steps: int | None  # None: DEFAULT_DENSE_FRACTION of the steps when known, else 0
+    dense_last_steps: int
+    total_steps: int | None  # None: the scheduler's, when a pipeline was given
     force: str | None
     samples: int
     threads: int
-    method: str = "svg"
-    density_budget: float | None = None
     context: tilesplash.ThreadingContext | None = None
     backend: str = "auto"
 
-
-class StepCounter:
-    """The denoising step from the timesteps the transformer is called with.
-
-    A timestep different from the previous call's starts a new step, so the
-    two calls of classifier-free guidance at one timestep are one step. A
-    timestep larger than the previous one starts a new denoising run at step 0
-    (samplers walk timesteps downwards), so a pipeline called twice counts
-    both runs from 0. ``pin(i)`` makes the next call step ``i`` whatever its
-    timestep; counting resumes from there.
-    """
-
-    def __init__(self) -> None:
-        self.step = 0
-        self.restarted = False  # the last observe() began a new denoising run
-        self._last: torch.Tensor | None = None
-        self._pinned = False
-
-    def pin(self, step: int) -> None:
-        self.step = step
-        self._pinned = True
-
-    def observe(self, timestep) -> int:
-        # The distinct values, so that the batch size (CFG batched or not,
-        # several videos per prompt) or a per-token timestep layout does not
-        # make the same timestep look new. unique() also copies, which matters:
-        # a pipeline may update its timestep tensor in place.
-        current = torch.unique(torch.as_tensor(timestep).detach().flatten().to(torch.float64))
-        last = self._last
-        self.restarted = False
-        if self._pinned:
-            self._pinned = False
-        elif last is None:
-            self.step = 0
-        elif not torch.equal(last, current):
-            if current.numel() and last.numel() and bool(current.max() > last.max()):
-                self.step = 0
-                self.restarted = True
-            else:
-                self.step += 1
-        self._last = current
-        return self.step
+    def video_attention_kwargs(self, model_sink: bool) -> dict:
+        return dict(method=self.method, density=self.density, density_budget=self.density_budget,
+                    sink=model_sink if self.sink is None else self.sink, text_full=True,
+                    samples=self.samples, force=self.force, threads=self.threads,
+                    context=self.context, backend=self.backend)
 
 
 class Runtime:
-    """Geometry, step, VideoAttention cache and the report of one handle."""
+    """The state of one handle, shared by all the transformers it switched."""
 
-    def __init__(self, settings: Settings, sequence=None) -> None:
+    def __init__(self, settings: Settings, steps: Steps, sequence=None) -> None:
         self.settings = settings
+        self.steps = steps
         self.sequence = sequence  # a SequenceParallel with process_group, else None
-        self.steps = StepCounter()
-        self.video: tuple[int, int, int] | None = None  # latent frames, height, width after patching
+        self.sites: list[tuple[int, str, object]] = []  # (layer, path, ModelState)
         self.records: list[dict] = []
         self._layers: dict[tuple, tilesplash.VideoAttention] = {}
 
-    def begin_forward(self, video: tuple[int, int, int], timestep) -> None:
-        self.video = video
-        self.steps.observe(timestep)
-        if self.steps.restarted and self.settings.method == "svg2":
-            # A new video: its first step's clusters must not start from the
-            # last video's last step.
-            for layer in self._layers.values():
-                layer.reset_clusters()
+    def add_site(self, layer: int, path: str, state) -> int:
+        self.sites.append((layer, path, state))
+        return len(self.sites) - 1
 
     def clear(self) -> None:
         self._layers.clear()
-        self.video = None
 
-    def _video_attention(self, geometry_key: tuple) -> tilesplash.VideoAttention:
-        layer = self._layers.get(geometry_key)
-        if layer is None:
-            frames, height, width, text, text_at = geometry_key
-            s = self.settings
-            geometry = tilesplash.VideoGeometry(frames, height, width, text=text, text_at=text_at)
-            layer = tilesplash.VideoAttention(
-                geometry,
-                method=s.method,
-                density=s.density,
-                density_budget=s.density_budget,
-                sink=s.sink,
-                text_full=True,
-                dense_layers=s.dense_layers,
-                dense_steps=s.dense_steps,
-                samples=s.samples,
-                force=s.force,
-                threads=s.threads,
-                context=s.context,
-                group=None if self.sequence is None else self.sequence.group,
-                timeout=None if self.sequence is None else self.sequence.timeout,
-                backend=s.backend,
-            )
-            self._layers[geometry_key] = layer
-        return layer
+    def total_steps(self) -> int | None:
+        return self.settings.total_steps if self.settings.total_steps is not None else self.steps.total()
 
-    def attend(self, q, k, v, *, layer: int, module: str, layout: str, text: int = 0, text_at: str = "none"):
-        """Self-attention of every head of one layer; q, k, v as the model holds them."""
-        if self.video is None:
-            raise RuntimeError(
-                "tilesplash: the geometry is unknown: call the transformer itself, not its blocks "
-                "(the transformer's forward hook reads the video's shape and the timestep)"
-            )
-        frames, height, width = self.video
-        tokens = q.shape[1] if layout == "bnhd" else q.shape[2]
-        expected = frames * height * width + text
-        if self.sequence is not None:
-            expected = self.sequence.local_tokens
-            if tokens != expected:
-                raise ValueError(
-                    f"tilesplash: self-attention got {tokens} tokens, but this rank's shard of the "
-                    f"{frames} x {height} x {width} video after patching holds {expected}"
-                )
-        elif tokens != expected:
-            raise ValueError(
-                f"tilesplash: self-attention got {tokens} tokens, but the transformer's input gives "
-                f"{frames} frames x {height} x {width} after patching + {text} text = {expected}; "
-                "a sequence split across processes needs enable(..., process_group=group)"
-            )
-        if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-            # The kernel has no backward: going on would cut the autograd graph silently.
-            raise RuntimeError(
-                "tilesplash.diffusers is inference only (no backward): call the transformer under "
-                "torch.no_grad() or torch.inference_mode(), as diffusers pipelines do"
-            )
-        step = self.steps.step
-        video_attention = self._video_attention((frames, height, width, text, text_at))
+    def dense(self, layer: int, step: int) -> bool:
+        """Whether this call runs every head dense: warm-up layers, first and last steps."""
+        s = self.settings
+        if layer < s.dense_layers or s.force == "dense":
+            return True
+        total = self.total_steps()
+        first = s.dense_steps
+        if first is None:
+            first = math.ceil(DEFAULT_DENSE_FRACTION * total) if total else 0
+        if step < first:
+            return True
+        if s.dense_last_steps:
+            if total is None:
+                raise RuntimeError("tilesplash: dense_last_steps needs the number of steps, and "
+                                   "the scheduler has no timesteps yet (run the pipeline, or "
+                                   "enable(..., total_steps=N))")
+            return step >= total - s.dense_last_steps
+        return False
+
+    def attend(self, site: int, q, k, v, timestep, key_mask, video, text: int, text_at: str, scale):
+        """Self-attention of every head of one layer: q, k, v [B, S, H, D], frame-major."""
+        layer, path, state = self.sites[site]
+        step = self.steps.observe(timestep)
+        if self.steps.restarted and self.settings.method == "svg2":
+            # A new video: its first step's clusters must not start from the last one's.
+            for key, attention in self._layers.items():
+                if key[0] == state.index and not key[-1]:
+                    attention.reset_clusters()
+        frames, height, width = video
+        tokens = q.shape[1]
+        self._check_tokens(state, tokens, frames, height, width, text)
+        key_lengths = key_padding(state, key_mask, q.shape[0], tokens)
+        if key_lengths is not None and min(key_lengths) < frames * height * width:
+            raise NotImplementedError(
+                f"tilesplash: {state.spec.name}'s attention mask drops keys of the video itself "
+                f"(real keys {key_lengths} of {frames * height * width} video tokens): tilesplash "
+                "serves key padding of the text after the video only")
+        dense = self.dense(layer, step)
+        attention = self._video_attention(state, (frames, height, width, text, text_at), scale,
+                                          dense)
         start = time.perf_counter()
-        out, report = video_attention(q, k, v, layer=layer, step=step, layout=layout)
+        out, report = attention(q, k, v, layer=layer, step=step, layout="bnhd",
+                                key_lengths=key_lengths)
         seconds = time.perf_counter() - start
         record = dict(report)
         record.update(
-            layer=layer,
-            module=module,
-            step=step,
-            seconds=seconds,
-            geometry={"frames": frames, "height": height, "width": width, "text": text},
-        )
+            transformer=state.name, layer=layer, module=path, step=step, seconds=seconds,
+            warmup=dense or record.get("warmup", False),
+            geometry={"frames": frames, "height": height, "width": width, "text": text,
+                      "text_at": text_at, "key_lengths": key_lengths})
         self.records.append(record)
         return out
 
+    def _check_tokens(self, state, tokens, frames, height, width, text) -> None:
+        if self.sequence is not None:
+            if tokens != self.sequence.local_tokens:
+                raise ValueError(
+                    f"tilesplash: self-attention got {tokens} tokens, but this rank's shard of "
+                    f"the {frames} x {height} x {width} video after patching holds "
+                    f"{self.sequence.local_tokens}")
+            return
+        video = frames * height * width
+        if text < 0 or (text == 0 and tokens != video):
+            raise ValueError(
+                f"tilesplash: {state.spec.name}'s self-attention got {tokens} tokens, but the "
+                f"transformer's input gives {frames} frames x {height} x {width} after patching = "
+                f"{video} video tokens"
+                + ("" if state.spec.text_at == "none" else " and more tokens than text")
+                + "; a sequence split across processes needs enable(..., process_group=group)")
 
-_SVG_CHOICES = ("dense", "spatial", "temporal")
-
-
-def summarize(report: list[dict]) -> list[dict]:
-    """One row per denoising step of a handle's report: how its heads ran.
-
-    Each row: ``step``, ``calls`` (attention calls), ``dense`` / ``spatial`` /
-    ``temporal`` (head counts over all calls; always present), one count per
-    other choice that occurs (e.g. ``radial``, ``sta:3x3x3``, ``svg2``),
-    ``density`` (mean over heads of the density each head ran with) and
-    ``seconds`` (attention time).
-    """
-    rows: dict[int, dict] = {}
-    for record in report:
-        row = rows.setdefault(
-            record["step"],
-            {"step": record["step"], "calls": 0, "dense": 0, "spatial": 0, "temporal": 0, "density": 0.0, "seconds": 0.0},
-        )
-        row["calls"] += 1
-        row["seconds"] += record["seconds"]
-        for head in record["heads"]:
-            row[head["choice"]] = row.get(head["choice"], 0) + 1
-            row["density"] += head["density"]
-    for row in rows.values():
-        heads = sum(row[choice] for choice in _choices(row))
-        row["density"] = row["density"] / heads if heads else 1.0
-    return [rows[step] for step in sorted(rows)]
-
-
-def _choices(row: dict) -> list[str]:
-    """The head-count keys of a summarize() row: dense, spatial, temporal, then the others."""
-    fixed = {"step", "calls", "density", "seconds"}
-    return list(_SVG_CHOICES) + [key for key in row if key not in fixed and key not in _SVG_CHOICES]
+    def _video_attention(self, state, geometry_key: tuple, scale, dense: bool):
+        key = (state.index,) + geometry_key + (scale, dense)
+        layer = self._layers.get(key)
+        if layer is None:
+            frames, height, width, text, text_at = geometry_key
+            geometry = tilesplash.VideoGeometry(frames, height, width, text=text, text_at=text_at)
+            kwargs = self.settings.video_attention_kwargs(state.spec.sink)
+            if dense:
+                kwargs["force"] = "dense"
+            if self.sequence is not None:
+                kwargs.update(group=self.sequence.group, timeout=self.sequence.timeout)
+            layer = tilesplash.VideoAttention(geometry, scale=scale, **kwargs)
+            self._layers[key] = layer
+        return layer
 
 
-def summary_table(report: list[dict]) -> str:
-    """``summarize(report)`` as a text table, one line per step; a column per choice
-    beyond dense, spatial and temporal that occurs."""
-    rows = summarize(report)
-    others = list(dict.fromkeys(key for row in rows for key in _choices(row)[len(_SVG_CHOICES):]))
-    widths = [max(5, len(name)) for name in others]
-    lines = ["step  calls  dense  spatial  temporal"
-             + "".join(f"  {name:>{width}}" for name, width in zip(others, widths))
-             + "  density  attention_ms"]
-    for row in rows:
-        lines.append(
-            f"{row['step']:>4}  {row['calls']:>5}  {row['dense']:>5}  {row['spatial']:>7}  {row['temporal']:>8}"
-            + "".join(f"  {row.get(name, 0):>{width}}" for name, width in zip(others, widths))
-            + f"  {row['density']:>7.3f}  {1000 * row['seconds']:>12.1f}"
-        )
-    return "\n".join(lines)
+def key_padding(state, mask, batch: int, tokens: int) -> list[int] | None:
+    """Per batch entry, the number of real keys (a prefix) the attention mask keeps; None
+    when it keeps them all. Raises NotImplementedError for a mask that is not key padding."""
+    if mask is None:
+        return None
+    who = f"tilesplash: {state.spec.name}'s attention mask"
+    if state.spec.mask == "outer" and mask.dim() >= 3 and mask.shape[-2] != 1:
+        # keys & queries (HunyuanVideo 1.5): row 0 (a video query, always real) holds the key
+        # mask, and so does the diagonal of a product of the two.
+        keys = mask[..., 0, :]
+        if not torch.equal(keys, mask.diagonal(dim1=-2, dim2=-1)):
+            raise NotImplementedError(f"{who} is not the product of a key mask and a query mask")
+        mask = keys
+    rows = mask.reshape(mask.shape[0], -1, tokens)
+    if rows.shape[1] > 1:  # one copy per head (prepare_attention_mask): must all be the same
+        if not bool((rows == rows[:, :1]).all()):
+            raise NotImplementedError(f"{who} differs between heads")
+    rows = rows[:, 0]
+    if rows.dtype == torch.bool:
+        keep = rows
+    else:
+        # An additive mask: 0 keeps, -inf or a large negative value (diffusers' -10000,
+        # exp() of which is 0 in any float type) drops; anything else is a bias.
+        keep = rows == 0
+        if not bool(((rows == 0) | (rows <= -1e4)).all()):
+            raise NotImplementedError(f"{who} is an additive bias, not 0 / -inf padding")
+    if keep.shape[0] == 1 and batch > 1:
+        keep = keep.expand(batch, tokens)
+    lengths = keep.sum(dim=-1)
+    positions = torch.arange(tokens, device=keep.device)
+    if not torch.equal(keep, positions.unsqueeze(0) < lengths.unsqueeze(1)):
+        raise NotImplementedError(
+            f"{who} drops keys other than the sequence's last ones (tilesplash serves key "
+            "padding: a prompt shorter than its text slots, after the video)")
+    lengths = [int(n) for n in lengths.tolist()]
+    return None if all(n == tokens for n in lengths) else lengths

@@ -62,7 +62,7 @@ class SequenceParallel:
         return None if self.range is None else self.range[1] - self.range[0]
 
     def install(self, transformer) -> None:
-        self._hooks = [
+        self._hooks += [
             transformer.rope.register_forward_hook(self._slice_rotary),
             transformer.patch_embedding.register_forward_hook(self._slice_patches),
             transformer.proj_out.register_forward_hook(self._gather),
