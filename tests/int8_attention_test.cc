@@ -140,7 +140,7 @@ struct Case {
   MaskMode mode = kTile;
   int threads = 1;
   ProductPath path = ProductPath::kWiden;
-  KernelVariant variant;
+  KernelVariant variant = {};
   std::optional<float> scale = std::nullopt;
 };
 
