@@ -183,8 +183,8 @@ TEST_P(Int8Attention, MatchesItsQuantizedReference) {
   const Inputs in = make_inputs(c);
   std::vector<ReferenceHead> reference;
   for (std::int64_t h = 0; h < c.heads; ++h) {
-    reference.push_back(int8_reference_attention(c.mask, in.q.view(), in.k.view(), in.v.view(), h,
-                                                 c.scale));
+    reference.push_back(
+        int8_reference_attention(c.mask, in.q.view(), in.k.view(), in.v.view(), h, c.scale));
   }
   const TilePlan plan = TilePlan::build(c.mask, c.q_len, c.kv_len, c.blocks);
   const DType out_dtype = c.out_in_dtype ? c.dtype : kF32;
@@ -293,8 +293,7 @@ TEST_P(Int8PerTarget, ScoresAreTheQuantizedOnesThroughTheLse) {
     options.product_path = ProductPath::kWiden;
     const Outputs o = run_forward(plan, q, k, v, kF32, options);
     for (std::int64_t h = 0; h < 2; ++h) {
-      const ReferenceHead want =
-          int8_reference_attention(one_key, q.view(), k.view(), v.view(), h);
+      const ReferenceHead want = int8_reference_attention(one_key, q.view(), k.view(), v.view(), h);
       for (std::int64_t i = 0; i < 150; ++i) {
         const double got = o.lse[h * 150 + i];
         ASSERT_NEAR(got, want.lse[i], 2e-6 * std::max(1.0, std::fabs(want.lse[i])))
@@ -315,8 +314,8 @@ TEST_P(Int8PerTarget, BitIdenticalAcrossThreadsAndVariants) {
   options.threads = 1;
   const Outputs first = run_forward(plan, q, k, v, kF32, options);
   for (const int threads : {2, 3}) {
-    for (const KernelVariant variant : {KernelVariant{1, false}, KernelVariant{2, true},
-                                        KernelVariant{4, false}}) {
+    for (const KernelVariant variant :
+         {KernelVariant{1, false}, KernelVariant{2, true}, KernelVariant{4, false}}) {
       options.threads = threads;
       options.variant = variant;
       const Outputs again = run_forward(plan, q, k, v, kF32, options);

@@ -93,7 +93,7 @@ struct TuneOptions {
   bool verify = false;
   // Time every candidate on the full run as well (slow: for benchmarks).
   bool exhaustive = false;
-  std::uint64_t seed = 0;  // of the random Q, K, V
+  std::uint64_t seed = 0;                     // of the random Q, K, V
   Precision precision = Precision::kDefault;  // of the timed calls (and the key)
   // Candidates to try instead of tile_candidates_for(); each must satisfy the
   // kernel's limits (tilesplash/kernel_limits.h: block_kv a multiple of 64 up
@@ -128,11 +128,11 @@ struct TuneResult {
   // The tile candidates in list order (with the first variant), then the
   // other variants at the fastest of those tiles.
   std::vector<CandidateResult> candidates;
-  std::size_t best = 0;                     // fastest predicted
-  std::size_t least_boundary = 0;           // fewest boundary pairs (the smaller tile on a tie)
-  double fixed_seconds = 0.0;   // per call outside the tiles (K/V packing, rows), measured once
-  double tuning_seconds = 0.0;  // wall time of tune_blocks()
-  double search_seconds = 0.0;  // of which the search itself (without verify / exhaustive)
+  std::size_t best = 0;            // fastest predicted
+  std::size_t least_boundary = 0;  // fewest boundary pairs (the smaller tile on a tie)
+  double fixed_seconds = 0.0;      // per call outside the tiles (K/V packing, rows), measured once
+  double tuning_seconds = 0.0;     // wall time of tune_blocks()
+  double search_seconds = 0.0;     // of which the search itself (without verify / exhaustive)
 
   BlockSizes blocks() const { return candidates[best].blocks; }
   KernelVariant variant() const { return candidates[best].variant; }

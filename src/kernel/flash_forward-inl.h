@@ -134,8 +134,8 @@ struct FlashForward {
 
     // Heads are processed in groups whose packed K/V fit a budget, so memory
     // stays O(N * d) per group rather than a second copy of every head.
-    const std::int64_t head_bytes = static_cast<std::int64_t>(k_head_elems * sizeof(QkElem) +
-                                                              v_head_elems * sizeof(VElem));
+    const std::int64_t head_bytes =
+        static_cast<std::int64_t>(k_head_elems * sizeof(QkElem) + v_head_elems * sizeof(VElem));
     const std::int64_t budget = std::int64_t{512} << 20;
     const std::int64_t group =
         std::clamp<std::int64_t>(budget / std::max<std::int64_t>(head_bytes, 1), 1, heads);
@@ -323,7 +323,8 @@ struct FlashForward {
 
   TileSpans tile_spans(const TileView& t) const {
     TileSpans spans;
-    spans.add(t.k, t.nkp / kPanel * Path::k_panel_elems(d) * static_cast<std::int64_t>(sizeof(QkElem)));
+    spans.add(t.k,
+              t.nkp / kPanel * Path::k_panel_elems(d) * static_cast<std::int64_t>(sizeof(QkElem)));
     Path::v_tile_spans(t.v_head, panels * kPanel, t.cols.begin, t.nkp, dvp,
                        [&](const VElem* at, std::int64_t elems) {
                          spans.add(at, elems * static_cast<std::int64_t>(sizeof(VElem)));
@@ -341,8 +342,8 @@ struct FlashForward {
 
   // The flash step for rows [r0, r0 + rows) of the item on one tile, as
   // register tiles of kRows rows (the last one shorter).
-  void run_pass(const TileView& t, std::int64_t r0, std::int64_t rows, const QkElem* q,
-                float* acc, RowState* state, std::byte* base) const {
+  void run_pass(const TileView& t, std::int64_t r0, std::int64_t rows, const QkElem* q, float* acc,
+                RowState* state, std::byte* base) const {
     // Inside a bitmasked tile each register tile computes only the key panels
     // its bitmask rows keep: along a band's or causal mask's edge that is
     // about half the tile. The keys left out would get weight exactly 0, so
@@ -391,8 +392,8 @@ struct FlashForward {
     }
 
     for (int g = 0; g < n; ++g) {
-      softmax_rows(t, group[g], scores_of(g), probs_of(g), alpha + g * kRows,
-                   max_lanes + g * kRows, state, base);
+      softmax_rows(t, group[g], scores_of(g), probs_of(g), alpha + g * kRows, max_lanes + g * kRows,
+                   state, base);
     }
 
     // P.V, chunk by chunk of output columns; with several register tiles, in
@@ -408,9 +409,10 @@ struct FlashForward {
           if (a >= b) continue;
           const float* scale = a == group[g].k0 ? alpha + g * kRows : ones;
           with_rows(group[g].rows, [&]<int R>() {
-            Path::template pv<R>(probs_of(g) + Path::prob_row_elems(a), p_stride, b - a,
-                                 Path::v_chunk(t.v_head, panels * kPanel, t.cols.begin + a, col, dvp),
-                                 Path::v_key_stride(dvp), acc + group[g].r0 * dvp + col, dvp, scale);
+            Path::template pv<R>(
+                probs_of(g) + Path::prob_row_elems(a), p_stride, b - a,
+                Path::v_chunk(t.v_head, panels * kPanel, t.cols.begin + a, col, dvp),
+                Path::v_key_stride(dvp), acc + group[g].r0 * dvp + col, dvp, scale);
           });
         }
       }
@@ -468,9 +470,9 @@ struct FlashForward {
         // In double: m * scale alone may pass the f32 range when the log does
         // not. A path that shifted the scores (int8's smoothed K) adds back
         // what it took away.
-        const double lse = (static_cast<double>(m) + Path::score_offset(q + r * q_stride, d)) *
-                               p.scale +
-                           std::log(l) + shift * kLn2;
+        const double lse =
+            (static_cast<double>(m) + Path::score_offset(q + r * q_stride, d)) * p.scale +
+            std::log(l) + shift * kLn2;
         // Out-of-range double to float is undefined behaviour, not Inf: clamp.
         constexpr double kMax = std::numeric_limits<float>::max();
         p.lse[head * p.q.len + rows.begin + r] = !kept ? kNegInf

@@ -116,8 +116,8 @@ struct Int8QkPath {
     });
   }
 
-  bool pack_k_panel(const TensorView& k, std::int64_t head, std::int64_t key0,
-                    std::uint32_t* panel, float* row) const {
+  bool pack_k_panel(const TensorView& k, std::int64_t head, std::int64_t key0, std::uint32_t* panel,
+                    float* row) const {
     const std::int64_t d = k.dim;
     const std::int64_t h = head - head0_;
     const float* mean = mean_.data() + h * d;
@@ -151,8 +151,7 @@ struct Int8QkPath {
     load_row_f32(q, head, row, x);
     const int8::Scale s = int8::scale_for(int8::centred_amax(x, nullptr, d));
     int8::quantize(x, nullptr, d, s.inverse, q8);
-    store_q_row(q8, d, s.scale, int8::dot_with_mean(x, mean_.data() + (head - head0_) * d, d),
-                dst);
+    store_q_row(q8, d, s.scale, int8::dot_with_mean(x, mean_.data() + (head - head0_) * d, d), dst);
   }
 
   template <typename T>

@@ -50,8 +50,9 @@ Rates measure(const kernel::TargetOps& ops) {
     g_sink = g_sink + loop.run(kProbe);
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     constexpr double kWindow = 2e-3;
-    return std::clamp<std::int64_t>(static_cast<std::int64_t>(kProbe * kWindow / std::max(seconds, 1e-9)),
-                                    1024, std::int64_t{1} << 28);
+    return std::clamp<std::int64_t>(
+        static_cast<std::int64_t>(kProbe * kWindow / std::max(seconds, 1e-9)), 1024,
+        std::int64_t{1} << 28);
   };
   const kernel::FmaLoop* loops[2] = {&ops.bf16_peak, &ops.f32_peak};
   const std::int64_t rounds[2] = {rounds_for(ops.bf16_peak), rounds_for(ops.f32_peak)};
@@ -131,8 +132,8 @@ ProductPathChoice choose_product_path(ProductPath requested) {
     if (const char* env = std::getenv("TILESPLASH_PRODUCT_PATH"); env != nullptr && *env != '\0') {
       const std::optional<ProductPath> forced = parse_product_path(env);
       if (!forced || *forced == ProductPath::kAuto) {
-        throw std::invalid_argument(std::string("TILESPLASH_PRODUCT_PATH must be dot or widen, got '") +
-                                    env + "'");
+        throw std::invalid_argument(
+            std::string("TILESPLASH_PRODUCT_PATH must be dot or widen, got '") + env + "'");
       }
       requested = *forced;
       source = "TILESPLASH_PRODUCT_PATH";
@@ -145,7 +146,8 @@ ProductPathChoice choose_product_path(ProductPath requested) {
     }
     return {ProductPath::kDot, "forced (" + source + "=dot)"};
   }
-  if (requested == ProductPath::kWiden) return {ProductPath::kWiden, "forced (" + source + "=widen)"};
+  if (requested == ProductPath::kWiden)
+    return {ProductPath::kWiden, "forced (" + source + "=widen)"};
   if (!has_dot) return {ProductPath::kWiden, "the target " + isa + " has no bf16 dot product"};
 
   const Rates rates = calibrated_rates(ops, isa);
@@ -153,16 +155,18 @@ ProductPathChoice choose_product_path(ProductPath requested) {
   choice.path = rates.dot >= kDotAdvantage * rates.fma ? ProductPath::kDot : ProductPath::kWiden;
   choice.dot_gflops = rates.dot;
   choice.fma_gflops = rates.fma;
-  choice.reason = std::string(rates.cached ? "measured on this CPU model (cached)" : "measured now") +
-                  ": bf16 dot product " + rate_text(rates.dot) + " GFLOP/s, f32 FMA " +
-                  rate_text(rates.fma) + " GFLOP/s per core; the dot product when >= 1.1x";
+  choice.reason =
+      std::string(rates.cached ? "measured on this CPU model (cached)" : "measured now") +
+      ": bf16 dot product " + rate_text(rates.dot) + " GFLOP/s, f32 FMA " + rate_text(rates.fma) +
+      " GFLOP/s per core; the dot product when >= 1.1x";
   return choice;
 }
 
 KernelProducts kernel_products(DType dtype, Precision precision, ProductPath resolved) {
   const bool dot = dtype == DType::kBF16 && resolved == ProductPath::kDot;
   std::string pv = dot ? "bf16 dot product (vdpbf16ps)" : "f32 FMA";
-  if (!dot && dtype != DType::kF32) pv += std::string(" (") + std::string(to_string(dtype)) + " widened)";
+  if (!dot && dtype != DType::kF32)
+    pv += std::string(" (") + std::string(to_string(dtype)) + " widened)";
   if (precision == Precision::kInt8) {
     return {std::string("int8 ") + kernel::active_target().int8_dot_name, pv};
   }

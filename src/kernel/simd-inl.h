@@ -179,7 +179,7 @@ inline VI dot4_u8s8(VI acc, VI a, VI k) {
 #endif
 #pragma GCC unroll 4
   for (int b = 0; b < 4; ++b) {
-    const VI ab = (a >> (8 * b)) & 0xff;       // byte b, zero-extended
+    const VI ab = (a >> (8 * b)) & 0xff;      // byte b, zero-extended
     const VI kb = (k << (24 - 8 * b)) >> 24;  // byte b, sign-extended
     acc += ab * kb;
   }

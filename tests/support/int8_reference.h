@@ -25,12 +25,12 @@ std::int8_t quantize_value(float x, float inverse);
 
 struct QuantizedHead {
   std::int64_t d = 0;
-  std::vector<float> mean;        // K's mean over the keys, per channel
-  std::vector<std::int8_t> q8;    // q_len x d
-  std::vector<float> q_scale;     // per query row
-  std::vector<std::int8_t> k8;    // kv_len x d, of the smoothed K
-  std::vector<float> k_scale;     // per block of kInt8KeyBlock keys
-  std::vector<double> q_offset;   // per query row: q . mean, the smoothing's shift
+  std::vector<float> mean;       // K's mean over the keys, per channel
+  std::vector<std::int8_t> q8;   // q_len x d
+  std::vector<float> q_scale;    // per query row
+  std::vector<std::int8_t> k8;   // kv_len x d, of the smoothed K
+  std::vector<float> k_scale;    // per block of kInt8KeyBlock keys
+  std::vector<double> q_offset;  // per query row: q . mean, the smoothing's shift
 
   // Q.K^T of query i and key j in int32, exactly.
   std::int32_t dot(std::int64_t i, std::int64_t j) const;

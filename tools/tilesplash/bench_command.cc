@@ -151,8 +151,7 @@ std::vector<Alternative> ablation_alternatives(const std::string& what,
     }
   } else {  // precision
     for (const Precision precision : {Precision::kDefault, Precision::kInt8}) {
-      add(std::string(to_string(precision)),
-          [&](AttentionOptions& o) { o.precision = precision; });
+      add(std::string(to_string(precision)), [&](AttentionOptions& o) { o.precision = precision; });
     }
   }
   return list;
@@ -161,8 +160,7 @@ std::vector<Alternative> ablation_alternatives(const std::string& what,
 // Median wall seconds of each alternative, in list order.
 std::vector<double> time_alternatives(AttentionRunner& runner, const TilePlan& plan,
                                       const AttentionArgs& args,
-                                      const std::vector<Alternative>& list,
-                                      std::int64_t repeats) {
+                                      const std::vector<Alternative>& list, std::int64_t repeats) {
   for (const Alternative& alternative : list) {
     runner.forward(plan, args, alternative.options);  // warm-up
   }
@@ -208,7 +206,8 @@ void run_bench(const BenchOptions& options) {
         choose_blocks(mask, options.q_len, kv_len, options.head_dim, dtype, threads, precision);
     const std::string from = choice.from_cache ? "cache" : "heuristic";
     if (blocks.block_q == 0 || blocks.block_kv == 0) {
-      block_source = std::string(options.block_q != 0 || options.block_kv != 0 ? "given+" : "") + from;
+      block_source =
+          std::string(options.block_q != 0 || options.block_kv != 0 ? "given+" : "") + from;
     }
     if (blocks.block_q == 0) blocks.block_q = choice.blocks.block_q;
     if (blocks.block_kv == 0) blocks.block_kv = choice.blocks.block_kv;
@@ -283,8 +282,8 @@ void run_bench(const BenchOptions& options) {
   record["isa"] = active_isa();
   record["precision"] = std::string(to_string(precision));
   // Which bf16 product path ran and why (the calibration's rates when measured).
-  record["product_path"] = dtype == DType::kBF16 ? std::string(to_string(path_choice.path))
-                                                 : std::string("fma");
+  record["product_path"] =
+      dtype == DType::kBF16 ? std::string(to_string(path_choice.path)) : std::string("fma");
   record["product_path_reason"] =
       dtype == DType::kBF16 ? path_choice.reason
                             : std::string(to_string(dtype)) + " inputs run on the f32 FMA";
