@@ -90,17 +90,21 @@ class CliAttend : public ::testing::Test {
 // Runs the library exactly as attend documents it: one plan, batch by batch.
 Tensor library_attend(const Tensor& q, const Tensor& k, const Tensor& v, Layout layout,
                       const std::string& spec, BlockSizes blocks, DType out_dtype,
-                      std::vector<float>* lse) {
+                      std::vector<float>* lse, Precision precision = Precision::kDefault) {
   const LayoutDims qd = layout_dims(q, layout, "q");
   const LayoutDims vd = layout_dims(v, layout, "v");
   const LayoutDims kd = layout_dims(k, layout, "k");
   Tensor out = Tensor::zeros(out_dtype, layout_shape(layout, {qd.batch, qd.heads, qd.len, vd.dim}));
   lse->assign(static_cast<std::size_t>(qd.batch * qd.heads * qd.len), 0.0f);
   const TilePlan plan = TilePlan::build(parse_mask_spec(spec), qd.len, kd.len, blocks);
+  AttentionOptions options;
+  options.precision = precision;
   for (std::int64_t b = 0; b < qd.batch; ++b) {
-    attention_forward(plan, {test::entry_of(q, layout, b), test::entry_of(k, layout, b),
-                             test::entry_of(v, layout, b), test::mutable_entry_of(out, layout, b),
-                             lse->data() + b * qd.heads * qd.len});
+    attention_forward(
+        plan,
+        {test::entry_of(q, layout, b), test::entry_of(k, layout, b), test::entry_of(v, layout, b),
+         test::mutable_entry_of(out, layout, b), lse->data() + b * qd.heads * qd.len},
+        options);
   }
   return out;
 }
@@ -145,6 +149,34 @@ TEST_F(CliAttend, OutputEqualsLibraryBitForBit) {
     ASSERT_EQ(got_lse.data.size(), lse.size() * 4) << label;
     EXPECT_EQ(std::memcmp(got_lse.data.data(), lse.data(), got_lse.data.size()), 0) << label;
   }
+}
+
+// --precision int8 runs the library's 8-bit Q.K^T: the same bytes as the
+// library call with Precision::kInt8, and not those of the default precision.
+TEST_F(CliAttend, PrecisionInt8EqualsTheLibrary) {
+  const std::vector<std::int64_t> shape = {2, 2, 140, 64};
+  const Tensor q = random_tensor(DType::kBF16, shape, 11);
+  const Tensor k = random_tensor(DType::kBF16, shape, 12);
+  const Tensor v = random_tensor(DType::kBF16, shape, 13);
+  write_qkv(q, k, v);
+  const RunResult r = run("attend " + qkv_args() + " --out " + dir_.file("o.npy") +
+                          " --layout bhnd --mask causal --block-q 32 --block-kv 64 --out-dtype f32 "
+                          "--precision int8 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("precision"), "int8");
+  std::vector<float> lse;
+  const Tensor int8 = library_attend(q, k, v, Layout::kBHND, "causal", {32, 64}, DType::kF32, &lse,
+                                     Precision::kInt8);
+  const Tensor fallback =
+      library_attend(q, k, v, Layout::kBHND, "causal", {32, 64}, DType::kF32, &lse);
+  const Tensor got = read_tensor(dir_.file("o.npy"));
+  EXPECT_TRUE(got.data == int8.data);
+  EXPECT_FALSE(got.data == fallback.data);
+
+  const RunResult bad = run("attend " + qkv_args() + " --out " + dir_.file("o.npy") +
+                            " --layout bhnd --mask causal --precision fp8");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--precision"), std::string::npos) << bad.err;
 }
 
 TEST_F(CliAttend, SafetensorsInAndOut) {

@@ -77,7 +77,13 @@ TEST_F(TempCacheHome, RoundTrip) {
   const auto json = nlohmann::json::parse(std::ifstream(cache.path()));
   EXPECT_EQ(json.at("version"), 1);
   EXPECT_EQ(json.at("library"), kVersion);
-  EXPECT_EQ(json.at("entries").size(), 1u);
+  // One tuned entry; a bf16 key may also have stored the product-path
+  // calibration (per CPU model) when this process had not measured it yet.
+  std::size_t tuned = 0;
+  for (const auto& [name, entry] : json.at("entries").items()) {
+    if (name.rfind("product-path|", 0) != 0) ++tuned;
+  }
+  EXPECT_EQ(tuned, 1u);
   // No temporary files left beside it; only the lock file that store() flocks.
   EXPECT_EQ(
       std::distance(fs::directory_iterator(cache.path().parent_path()), fs::directory_iterator()),

@@ -155,11 +155,24 @@ TEST(Tuner, ReturnsACandidateWhosePlanIsCorrect) {
   options.verify = true;
   const TuneResult result = tune_blocks(mask, 300, 300, 32, DType::kBF16, options);
 
+  // The tile candidates with the default variant, then the other variants at
+  // the fastest of those tiles.
   const auto list = tile_candidates_for(300, 300);
-  ASSERT_EQ(result.candidates.size(), list.size());
+  const auto variants = kernel_variants();
+  ASSERT_EQ(result.candidates.size(), list.size() + variants.size() - 1);
+  std::size_t fastest_tiles = 0;
   for (std::size_t i = 0; i < list.size(); ++i) {
+    if (result.candidates[i].seconds < result.candidates[fastest_tiles].seconds) fastest_tiles = i;
+  }
+  for (std::size_t i = 0; i < result.candidates.size(); ++i) {
     const CandidateResult& c = result.candidates[i];
-    EXPECT_EQ(c.blocks, list[i]);
+    if (i < list.size()) {
+      EXPECT_EQ(c.blocks, list[i]);
+      EXPECT_EQ(c.variant, variants[0]);
+    } else {
+      EXPECT_EQ(c.blocks, list[fastest_tiles]);
+      EXPECT_EQ(c.variant, variants[i - list.size() + 1]);
+    }
     const TilePlan plan = TilePlan::build(mask, 300, 300, c.blocks);
     EXPECT_EQ(c.full, plan.stats().full);
     EXPECT_EQ(c.partial, plan.stats().partial);
@@ -169,7 +182,7 @@ TEST(Tuner, ReturnsACandidateWhosePlanIsCorrect) {
     EXPECT_GT(c.sample_fraction, 0.0);
     EXPECT_LE(c.sample_fraction, 1.0);
   }
-  ASSERT_LT(result.best, list.size());
+  ASSERT_LT(result.best, result.candidates.size());
   EXPECT_TRUE(std::find(list.begin(), list.end(), result.blocks()) != list.end());
   EXPECT_TRUE(result.candidates[result.best].full_seconds.has_value());
   EXPECT_TRUE(result.candidates[result.least_boundary].full_seconds.has_value());
@@ -185,7 +198,9 @@ TEST(Tuner, ReturnsACandidateWhosePlanIsCorrect) {
   k.fill_normal(5);
   v.fill_normal(6);
   const TilePlan plan = TilePlan::build(mask, 300, 300, result.blocks());
-  const auto got = test::run_forward(plan, q, k, v, DType::kF32, {});
+  AttentionOptions run_options;
+  run_options.variant = result.variant();
+  const auto got = test::run_forward(plan, q, k, v, DType::kF32, run_options);
   EXPECT_TRUE(test::matches_reference(test::reference_all_heads(mask, q, k, v, std::nullopt),
                                       got.out, got.lse.data(),
                                       test::tolerance_for(DType::kBF16, DType::kF32), v.max_abs()));
@@ -200,8 +215,10 @@ TEST(Tuner, ExhaustiveTimesEveryCandidateOnTheFullRun) {
   options.exhaustive = true;
   options.clock = TuneClock::kCpu;
   options.candidates = {{32, 64}, {64, 128}, {256, 64}};
+  options.variants = {KernelVariant{1, false}, KernelVariant{4, true}};
   const TuneResult result = tune_blocks(Mask::causal(), 200, 200, 16, DType::kF32, options);
-  ASSERT_EQ(result.candidates.size(), 3u);
+  ASSERT_EQ(result.candidates.size(), 4u);  // three tiles, then the second variant
+  EXPECT_EQ(result.candidates[3].variant, (KernelVariant{4, true}));
   for (const CandidateResult& c : result.candidates) EXPECT_TRUE(c.full_seconds.has_value());
   // 256 rows cover all 200: one q-block, always timed whole.
   EXPECT_EQ(result.candidates[2].sample_fraction, 1.0);

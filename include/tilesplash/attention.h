@@ -2,8 +2,11 @@
 // an online softmax that visits only the plan's tiles: empty tiles are never
 // touched, full tiles run with no mask work at all, partial tiles apply their
 // bitmask. Inputs f32, bf16 or f16 with f32 accumulation. The SIMD code is
-// chosen once per process from CPUID (AVX-512 with BF16 dot products, AVX-512,
-// AVX2+FMA, or portable C++); results are bit-identical for any thread count.
+// chosen once per process from CPUID (AVX-512 with BF16 dot products and
+// VNNI, AVX-512, AVX2+FMA, NEON, or portable C++); within a target, how bf16
+// is multiplied (dot product or widened to f32) is chosen by measuring both
+// on the CPU (choose_product_path). Results are bit-identical for any thread
+// count and any loop variant.
 #pragma once
 
 #include <cstdint>
@@ -59,6 +62,34 @@ class AttentionRunner : public AttentionBackend {
 // their own AttentionRunner with its own ThreadingContext.
 void attention_forward(const TilePlan& plan, const AttentionArgs& args,
                        const AttentionOptions& options = {});
+
+// The path bf16 inputs take on the active target, and why.
+struct ProductPathChoice {
+  ProductPath path = ProductPath::kWiden;  // kDot or kWiden
+  std::string reason;
+  double dot_gflops = 0.0;  // the calibration's rates on one core (0: not measured)
+  double fma_gflops = 0.0;
+};
+// `requested` unless kAuto. kAuto: TILESPLASH_PRODUCT_PATH=dot|widen when
+// set; kWiden on a target without a bf16 dot product; else whichever of the
+// dot product and the f32 FMA is faster on this CPU model (the dot product
+// when it runs at >= 1.1x the FMA rate, so the bf16 kernel, which loses a
+// little more to its softmax, still comes out ahead), measured with the two
+// peak loops on one core (about 50 ms), once per process and target, and
+// kept in the tuning cache (TuningCache::default_path(), tuning.h) under the
+// CPU model and target, so that later processes only read it. Throws
+// std::invalid_argument for kDot, or TILESPLASH_PRODUCT_PATH=dot, on a
+// target without a dot product, and for any other TILESPLASH_PRODUCT_PATH.
+ProductPathChoice choose_product_path(ProductPath requested = ProductPath::kAuto);
+
+// What a call's two products run on, in words (bench --json reports them):
+// e.g. "f32 FMA", "f32 FMA (bf16 widened)", "bf16 dot product (vdpbf16ps)",
+// "int8 vpdpbusd (AVX-512 VNNI)". `resolved`: choose_product_path().path.
+struct KernelProducts {
+  std::string qk;
+  std::string pv;
+};
+KernelProducts kernel_products(DType dtype, Precision precision, ProductPath resolved);
 
 // SIMD targets compiled into this build that this CPU runs, best first, and
 // the one in use. TILESPLASH_ISA=<name> in the environment forces a

@@ -100,6 +100,9 @@ struct VideoAttentionOptions {
   int threads = 0;             // 0: the context's threads() (all hardware threads by default)
   std::optional<float> scale;  // default 1 / sqrt(head_dim)
   bool check_finite = true;    // reject NaN / Inf in Q, K, V
+  // Of every kernel call (Precision, attention_args.h): kInt8 runs Q.K^T in
+  // 8 bits, the router's sampled rows included.
+  Precision precision = Precision::kDefault;
 };
 
 struct HeadReport {

@@ -29,6 +29,8 @@ using TensorDesc =
 StridedTensor to_strided(const TensorDesc& desc, const char* name);
 MutableStridedTensor to_mutable_strided(const TensorDesc& desc, const char* name);
 Layout to_layout(const std::string& text);
+// "default" or "int8" (std::invalid_argument naming `precision` otherwise).
+Precision to_precision(const std::string& text);
 // Arguments taken as Python objects so that a wrong type names the argument
 // (nanobind's own overload error lists the signature instead): TypeError
 // "<name>: expected an int, got float"; an int beyond int64 is a ValueError.

@@ -37,6 +37,14 @@ Layout to_layout(const std::string& text) {
   return *layout;
 }
 
+Precision to_precision(const std::string& text) {
+  const std::optional<Precision> precision = parse_precision(text);
+  if (!precision) {
+    throw std::invalid_argument("precision: expected 'default' or 'int8', got '" + text + "'");
+  }
+  return *precision;
+}
+
 namespace {
 
 // As Python's type(value).__name__, the form the package's own messages use.

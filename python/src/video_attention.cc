@@ -217,7 +217,7 @@ void bind_video_attention(nb::module_& m) {
              std::int64_t dense_steps, std::int64_t samples, std::uint64_t seed,
              std::optional<std::string> force, int threads, std::optional<std::int64_t> block_q,
              std::optional<std::int64_t> block_kv, std::optional<float> scale,
-             PyThreadingContext* context) {
+             PyThreadingContext* context, const std::string& precision) {
             MethodOptions method_options{density, sink, text_full, band};
             VideoAttentionOptions options =
                 method_attention_options(method, geometry, method_options);
@@ -227,13 +227,14 @@ void bind_video_attention(nb::module_& m) {
             options.force = to_force(force, options);
             options.threads = threads;
             options.scale = scale;
+            options.precision = to_precision(precision);
             new (self) PyVideoAttention(geometry, std::move(options), method, block_q, block_kv,
                                         context != nullptr ? context->context() : nullptr);
           },
           "geometry"_a, "method"_a, "density"_a, "band"_a.none(), "sink"_a, "text_full"_a,
           "density_budget"_a.none(), "dense_layers"_a, "dense_steps"_a, "samples"_a, "seed"_a,
           "force"_a.none(), "threads"_a, "block_q"_a.none(), "block_kv"_a.none(), "scale"_a.none(),
-          "context"_a.none())
+          "context"_a.none(), "precision"_a = "default")
       .def_prop_ro("geometry", &PyVideoAttention::geometry)
       .def_prop_ro("band", &PyVideoAttention::band)
       .def_prop_ro("method", &PyVideoAttention::method)

@@ -38,6 +38,16 @@ def check_layout(layout) -> str:
     return layout
 
 
+PRECISIONS = ("default", "int8")
+
+
+def check_precision(precision) -> str:
+    """"default" or "int8" (8-bit Q.K^T, docs/kernel.md); ValueError naming it otherwise."""
+    if not isinstance(precision, str) or precision not in PRECISIONS:
+        raise ValueError(f"precision: expected 'default' or 'int8', got {precision!r}")
+    return precision
+
+
 def _torch_dtype_name(dtype) -> str | None:
     torch = torch_module()
     return {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}.get(dtype)

@@ -19,6 +19,7 @@ from ._tensors import (
     check_int,
     check_layout,
     check_qkv,
+    check_precision,
     check_scale,
 )
 
@@ -66,7 +67,9 @@ class VideoAttention:
     block_kv: tiles; by default the tuned choice for this geometry's band plan,
     head dim and dtype (`tilesplash tune --preset ...`), else 256 x 256 (svg2
     plans its clusters in 64 x 64 tiles whatever these say). scale: default
-    1/sqrt(d).
+    1/sqrt(d). precision: "default" or "int8" (Q.K^T in 8 bits on the native
+    kernel, as tilesplash.attention(precision="int8"); every kernel call,
+    the router's included; not on the flex backend).
 
     One object serves one call at a time (calls from several threads queue);
     keep it across layers and steps so plans are built once (and, for svg2,
@@ -107,7 +110,7 @@ class VideoAttention:
                  text_full=True, density_budget=None, dense_layers=0, dense_steps=0, samples=64,
                  seed=0, force=None, threads=0, block_q=None, block_kv=None, scale=None,
                  context=None, group=None, timeout=None, backend="auto", flex_strategy="permute",
-                 flex_compile=None):
+                 flex_compile=None, precision="default"):
         arguments = dict(locals())  # with a group, all but the PER_RANK ones must agree
         if not isinstance(geometry, _core.VideoGeometry):
             raise TypeError(f"geometry: expected a tilesplash.VideoGeometry, got "
@@ -128,10 +131,14 @@ class VideoAttention:
             check_int(seed, "seed", 0, maximum=2**64 - 1), force,
             check_int(threads, "threads", 0, maximum=MAX_THREADS),
             *check_blocks(block_q, block_kv), check_scale(scale),
-            core_of(check_context(context)))
+            core_of(check_context(context)), check_precision(precision))
         self._group = group
         self._timeout = check_timeout(timeout)
         self._backend = check_backend(backend)
+        self._precision = precision
+        if self._backend == "flex" and precision != "default":
+            raise ValueError("precision: 'int8' runs on the native CPU kernel only; the flex "
+                             "backend takes precision='default'")
         self._flex = None
         self._flex_settings = dict(
             dense_layers=dense_layers, dense_steps=dense_steps, force=force,
@@ -308,6 +315,10 @@ class VideoAttention:
 
     def _forward_local(self, q, k, v, layer, step, layout, return_lse, key_lengths=None):
         flex = resolve(self._backend, q) == "flex"
+        if flex and self._precision != "default":
+            raise ValueError("precision: 'int8' runs on the native CPU kernel only; these "
+                             f"tensors are on {q.device} (the flex backend); construct with "
+                             "precision='default'")
         kind = check_qkv(q, k, v, layout, any_device=flex)
         if key_lengths is not None:
             batch = 1 if layout == "hnd" else q.shape[0]

@@ -53,18 +53,20 @@ MaskedAttentionResult masked_attention(AttentionBackend& backend, const Mask& ma
     return result;
   }
   result.blocks = {options.block_q.value_or(0), options.block_kv.value_or(0)};
-  if (!options.block_q || !options.block_kv) {
-    // The tuned tiles of the thread count this call runs with.
-    const BlockChoice choice =
-        cached_block_choice(mask, shape.q_len, shape.kv_len, shape.head_dim, args.q.dtype,
-                            backend.threads(options.attention.threads));
+  AttentionOptions attention = options.attention;
+  if (!options.block_q || !options.block_kv || !attention.variant) {
+    // The tuned tiles (and loop variant) of the thread count this call runs with.
+    const BlockChoice choice = cached_block_choice(
+        mask, shape.q_len, shape.kv_len, shape.head_dim, args.q.dtype,
+        backend.threads(options.attention.threads), options.attention.precision);
     if (!options.block_q) result.blocks.block_q = choice.blocks.block_q;
     if (!options.block_kv) result.blocks.block_kv = choice.blocks.block_kv;
-    result.blocks_tuned = choice.from_cache;
+    if (!attention.variant) attention.variant = choice.variant;
+    result.blocks_tuned = choice.from_cache && (!options.block_q || !options.block_kv);
   }
   PlanCache& plans = options.plans != nullptr ? *options.plans : PlanCache::shared();
   result.plan = plans.get(mask, shape.q_len, shape.kv_len, result.blocks, &result.plan_seconds);
-  layout_attention(backend, *result.plan, args, options.attention, options.progress);
+  layout_attention(backend, *result.plan, args, attention, options.progress);
   return result;
 }
 

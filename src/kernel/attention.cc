@@ -28,6 +28,61 @@ std::optional<MaskMode> parse_mask_mode(std::string_view text) {
   return std::nullopt;
 }
 
+std::string_view to_string(Precision precision) {
+  switch (precision) {
+    case Precision::kDefault:
+      return "default";
+    case Precision::kInt8:
+      return "int8";
+  }
+  return "?";
+}
+
+std::optional<Precision> parse_precision(std::string_view text) {
+  if (text == "default") return Precision::kDefault;
+  if (text == "int8") return Precision::kInt8;
+  return std::nullopt;
+}
+
+std::string_view to_string(ProductPath path) {
+  switch (path) {
+    case ProductPath::kAuto:
+      return "auto";
+    case ProductPath::kDot:
+      return "dot";
+    case ProductPath::kWiden:
+      return "widen";
+  }
+  return "?";
+}
+
+std::optional<ProductPath> parse_product_path(std::string_view text) {
+  if (text == "auto") return ProductPath::kAuto;
+  if (text == "dot") return ProductPath::kDot;
+  if (text == "widen") return ProductPath::kWiden;
+  return std::nullopt;
+}
+
+std::string to_string(const KernelVariant& variant) {
+  return "rows" + std::to_string(6 * variant.row_groups) + (variant.prefetch ? "+prefetch" : "");
+}
+
+std::optional<KernelVariant> parse_kernel_variant(std::string_view text) {
+  KernelVariant variant;
+  constexpr std::string_view kPrefetch = "+prefetch";
+  if (text.size() > kPrefetch.size() && text.ends_with(kPrefetch)) {
+    variant.prefetch = true;
+    text.remove_suffix(kPrefetch.size());
+  }
+  for (int groups = 1; groups <= kMaxRowGroups; groups *= 2) {
+    if (text == "rows" + std::to_string(6 * groups)) {
+      variant.row_groups = groups;
+      return variant;
+    }
+  }
+  return std::nullopt;
+}
+
 struct AttentionRunner::Impl {
   explicit Impl(std::shared_ptr<ThreadingContext> shared)
       : context(shared ? std::move(shared) : std::make_shared<ThreadingContext>()) {}

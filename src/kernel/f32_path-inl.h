@@ -4,7 +4,8 @@
 // inside a target's namespace. A path is the kernel's data layout and
 // micro-kernels; kernel/flash_forward-inl.h is the loop around them and works
 // with any path that has these members (see Bf16DotPath in
-// kernel_avx512bf16.cc for the other one).
+// kernel_avx512bf16.cc and Int8QkPath in kernel/int8_path-inl.h for the
+// others).
 //
 // Layouts, per head:
 //  K: panels of kPanel keys, each transposed to [d][kPanel], so the Q.K^T
@@ -16,14 +17,21 @@
 //     which lands every key of a chunk in the same few L1 sets.)
 
 struct F32Path {
-  using Packed = float;                          // element of packed Q, K, V
+  using QkElem = float;                          // element of packed Q and K
+  using VElem = float;                           // element of packed V
   using Prob = float;                            // element P.V reads the probabilities from
   static constexpr bool kSeparateProbs = false;  // P.V reads the score rows in place
+  static constexpr int kKeysPerVRow = 1;         // keys per row of a V chunk
 
   static std::int64_t k_panel_elems(std::int64_t d) { return d * kPanel; }
   static std::int64_t v_head_elems(std::int64_t keys, std::int64_t dvp) { return keys * dvp; }
   static std::int64_t q_row_elems(std::int64_t d) { return d; }
   static std::int64_t prob_row_elems(std::int64_t keys) { return keys; }
+
+  // Per group of heads, before packing: nothing to prepare.
+  void prepare_heads(const ForwardParams&, std::int64_t, std::int64_t, ThreadingContext&) {}
+  // What the path subtracted from each score of a Q row: nothing.
+  static double score_offset(const float*, std::int64_t) { return 0.0; }
 
   // Panel of kPanel keys starting at `key0`, transposed to [d][kPanel].
   static bool pack_k_panel(const TensorView& k, std::int64_t head, std::int64_t key0, float* panel,
@@ -75,11 +83,21 @@ struct F32Path {
   }
   static std::int64_t v_key_stride(std::int64_t /*dvp*/) { return kPanel; }
 
-  // S[r][0, kPanel) = Q[r] . K_panel for R rows (Q rows d apart), and the
-  // running per-lane row max folded in while the scores are in registers.
+  // The `nk` keys from `key0` of every column chunk, as contiguous spans.
+  template <typename T, typename F>
+  static void v_tile_spans(T* head_v, std::int64_t keys, std::int64_t key0, std::int64_t nk,
+                           std::int64_t dvp, F&& span) {
+    for (std::int64_t col = 0; col < dvp; col += kPanel) {
+      span(v_chunk(head_v, keys, key0, col, dvp), nk * kPanel);
+    }
+  }
+
+  // S[r][0, kPanel) = Q[r] . K_panel for R rows (Q rows q_stride apart), and
+  // the running per-lane row max folded in while the scores are in registers.
   template <int R>
-  static void qk(const float* __restrict q, std::int64_t d, const float* __restrict panel,
-                 float* __restrict s, std::int64_t s_stride, VF* __restrict row_max) {
+  static void qk(const float* __restrict q, std::int64_t q_stride, std::int64_t d,
+                 const float* __restrict panel, float* __restrict s, std::int64_t s_stride,
+                 VF* __restrict row_max) {
     VF acc[R][kColVecs];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
@@ -91,7 +109,7 @@ struct F32Path {
       for (int j = 0; j < kColVecs; ++j) kv[j] = load(panel + c * kPanel + j * kLanes);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        const VF qb = splat(q[r * d + c]);
+        const VF qb = splat(q[r * q_stride + c]);
 #pragma GCC unroll 8
         for (int j = 0; j < kColVecs; ++j) acc[r][j] += qb * kv[j];
       }

@@ -1,6 +1,6 @@
 // Block-sparse flash-attention forward: the loops around a path's packing and
-// micro-kernels (kernel/f32_path-inl.h, Bf16DotPath). Included by
-// kernel-inl.h inside a target's namespace.
+// micro-kernels (kernel/f32_path-inl.h, kernel/int8_path-inl.h, Bf16DotPath in
+// kernel_avx512bf16.cc). Included by kernel-inl.h inside a target's namespace.
 //
 // Work and memory. K and V of a group of heads are packed once per call (K in
 // transposed key panels, V in column chunks). A work item is one (head,
@@ -11,7 +11,19 @@
 // over the output column chunks. The scores of the rows in flight (kRows *
 // block_kv floats) never leave L1; the tile's K and V (2 * block_kv * d * 4
 // bytes, 256 KiB at 256 keys and d = 128) stream from L2 once per row group,
-// about 10 bytes per cycle at 32 flops per cycle, a third of what L2 delivers.
+// about 10 bytes per cycle at 32 flops per cycle (one 512-bit FMA per cycle,
+// a Zen 4), a third of what L2 delivers; a core with two 512-bit FMA ports
+// (Sapphire Rapids) needs twice that.
+//
+// Loop variants (KernelVariant, chosen by the tuner per CPU). row_groups > 1
+// runs that many register tiles of rows as one pass: each key panel of Q.K^T
+// serves all of them while it is in L1, and P.V walks V in slices of about
+// 16 KiB that serve all of them in turn, so L2 delivers each byte once per
+// pass instead of once per register tile. Every product is computed in the
+// same order either way (acc goes through memory between slices, exactly), so
+// the variants give bit-identical results. prefetch spreads prefetcht1 over the
+// tile's passes for the K and V of the q-block's next tile, which otherwise
+// come from L3 during the next tile's first pass.
 // Each q-block's accumulators (block_q * dv floats) live in L2 across its
 // tiles; rescaling them by the online softmax's alpha is folded into the P.V
 // micro-kernel's first load.
@@ -38,18 +50,20 @@ inline void with_rows(int rows, F&& body) {
 
 template <typename Path>
 struct FlashForward {
-  using Packed = typename Path::Packed;
+  using QkElem = typename Path::QkElem;  // packed Q rows and K panels
+  using VElem = typename Path::VElem;    // packed V
   using Prob = typename Path::Prob;
 
   // Per-worker scratch, by element type (kernel/scratch_layout.h).
   struct Scratch {
-    ScratchSlot<Packed> q;           // the q-block's rows, packed: block_q * q_row_elems
-    ScratchSlot<float> scores;       // kRows rows of block_kv scores
+    ScratchSlot<QkElem> q;           // the q-block's rows, packed: block_q * q_row_elems
+    ScratchSlot<float> scores;       // kMaxRowGroups * kRows rows of block_kv scores
     ScratchSlot<Prob> probs;         // the same rows as P.V reads them (if separate)
     ScratchSlot<std::uint8_t> keep;  // element mode: the predicate of one row
     ScratchSlot<float> acc;          // block_q * dvp accumulators
     ScratchSlot<RowState> state;     // block_q running max and sum
-    ScratchSlot<float> alpha;        // kRows rescale factors
+    ScratchSlot<float> alpha;        // kMaxRowGroups * kRows rescale factors
+    ScratchSlot<float> ones;         // kRows factors of 1: P.V slices after a group's first
     ScratchSlot<float> row;          // one widened row, for packing
     std::size_t bytes = 0;
   };
@@ -62,8 +76,11 @@ struct FlashForward {
   std::int64_t v_head_elems;
   std::int64_t q_stride;  // packed elements per Q row
   std::int64_t p_stride;  // Prob elements per probability row
+  std::int64_t groups;    // register tiles of rows per pass (the variant's row_groups)
+  std::int64_t v_slice;   // keys per P.V slice when groups > 1
   float exp_scale;        // scale * log2(e)
   Scratch scratch;
+  Path path;
 
   explicit FlashForward(const ForwardParams& params)
       : p(params),
@@ -79,18 +96,29 @@ struct FlashForward {
         v_head_elems(Path::v_head_elems(panels * kPanel, dvp)),
         q_stride(Path::q_row_elems(params.q.dim)),
         p_stride(Path::prob_row_elems(block_kv)),
+        groups(std::clamp<std::int64_t>(params.variant.row_groups, 1, kMaxRowGroups)),
+        v_slice(v_slice_keys()),
         exp_scale(params.scale * kLog2e),
         shift_(static_cast<std::size_t>(params.q.heads), 0.0f) {
     ScratchLayout layout;
-    scratch.q = layout.add<Packed>(block_q * q_stride);
-    scratch.scores = layout.add<float>(kRows * block_kv);
-    scratch.probs = layout.add<Prob>(Path::kSeparateProbs ? kRows * p_stride : 0);
+    scratch.q = layout.add<QkElem>(block_q * q_stride);
+    scratch.scores = layout.add<float>(kMaxRowGroups * kRows * block_kv);
+    scratch.probs = layout.add<Prob>(Path::kSeparateProbs ? kMaxRowGroups * kRows * p_stride : 0);
     scratch.keep = layout.add<std::uint8_t>(block_kv);
     scratch.acc = layout.add<float>(block_q * dvp);
     scratch.state = layout.add<RowState>(block_q);
-    scratch.alpha = layout.add<float>(kRows);
+    scratch.alpha = layout.add<float>(kMaxRowGroups * kRows);
+    scratch.ones = layout.add<float>(kRows);
     scratch.row = layout.add<float>(std::max(d, dvp));
     scratch.bytes = layout.bytes();
+  }
+
+  // Keys of one P.V slice: about 16 KiB of one column chunk of V, whole panels.
+  static std::int64_t v_slice_keys() {
+    constexpr std::int64_t kSliceBytes = 16 << 10;
+    constexpr std::int64_t bytes_per_key =
+        kPanel * static_cast<std::int64_t>(sizeof(VElem)) / Path::kKeysPerVRow;
+    return std::max<std::int64_t>(kPanel, kSliceBytes / bytes_per_key / kPanel * kPanel);
   }
 
   void run(Workspace& ws, ThreadingContext& context) {
@@ -107,12 +135,12 @@ struct FlashForward {
     // Heads are processed in groups whose packed K/V fit a budget, so memory
     // stays O(N * d) per group rather than a second copy of every head.
     const std::int64_t head_bytes =
-        static_cast<std::int64_t>((k_head_elems + v_head_elems) * sizeof(Packed));
+        static_cast<std::int64_t>(k_head_elems * sizeof(QkElem) + v_head_elems * sizeof(VElem));
     const std::int64_t budget = std::int64_t{512} << 20;
     const std::int64_t group =
         std::clamp<std::int64_t>(budget / std::max<std::int64_t>(head_bytes, 1), 1, heads);
-    Packed* packed_k = ws.packed_k.get<Packed>(group * k_head_elems);
-    Packed* packed_v = ws.packed_v.get<Packed>(group * v_head_elems);
+    QkElem* packed_k = ws.packed_k.get<QkElem>(group * k_head_elems);
+    VElem* packed_v = ws.packed_v.get<VElem>(group * v_head_elems);
 
     std::vector<std::int64_t> order;
     order_work_items(plan, 1, order);
@@ -120,6 +148,7 @@ struct FlashForward {
     first_overflow_ = std::numeric_limits<std::int64_t>::max();
     for (std::int64_t head0 = 0; head0 < heads; head0 += group) {
       const std::int64_t count = std::min(group, heads - head0);
+      path.prepare_heads(p, head0, count, context);
       pack_heads(head0, count, packed_k, packed_v, ws, context);
       const std::int64_t items = count * static_cast<std::int64_t>(order.size());
       context.run(threads, items, [&](std::int64_t item, int worker) {
@@ -163,7 +192,7 @@ struct FlashForward {
     report_non_finite("q", first_bad.load(), p.q.len);
   }
 
-  void pack_heads(std::int64_t head0, std::int64_t count, Packed* packed_k, Packed* packed_v,
+  void pack_heads(std::int64_t head0, std::int64_t count, QkElem* packed_k, VElem* packed_v,
                   Workspace& ws, ThreadingContext& context) {
     std::atomic<std::int64_t> bad_k{std::numeric_limits<std::int64_t>::max()};
     std::atomic<std::int64_t> bad_v{std::numeric_limits<std::int64_t>::max()};
@@ -173,8 +202,8 @@ struct FlashForward {
       const std::int64_t panel = item % panels;
       const std::int64_t key0 = panel * kPanel;
       float* row = scratch.row.in(ws.per_worker[worker].get<std::byte>(scratch.bytes));
-      Packed* kp = packed_k + h * k_head_elems + panel * Path::k_panel_elems(d);
-      const bool k_ok = Path::pack_k_panel(p.k, head0 + h, key0, kp, row);
+      QkElem* kp = packed_k + h * k_head_elems + panel * Path::k_panel_elems(d);
+      const bool k_ok = path.pack_k_panel(p.k, head0 + h, key0, kp, row);
       const bool v_ok = Path::pack_v_panel(p.v, head0 + h, key0, panels * kPanel, dvp,
                                            packed_v + h * v_head_elems, row);
       atomic_max(v_field[h],
@@ -201,92 +230,211 @@ struct FlashForward {
     }
   }
 
-  // What every row group of one (item, tile) shares.
+  // What every pass of one (item, tile) shares.
   struct TileView {
     IndexRange rows, cols;
     std::int64_t nk, nkp;       // keys in the tile, rounded up to whole panels
-    const Packed* k;            // the tile's first K panel
-    const Packed* v_head;       // the head's packed V
+    const QkElem* k;            // the tile's first K panel
+    const VElem* v_head;        // the head's packed V
     const std::uint64_t* bits;  // plan bitmask rows, or null (no bitmask work)
     float shift;
   };
 
-  void compute_item(std::int64_t head, std::int64_t q_block, const Packed* kp, const Packed* vp,
+  TileView tile_view(const PlanTile& tile, IndexRange rows, const QkElem* kp, const VElem* vp,
+                     float shift) const {
+    TileView t;
+    t.rows = rows;
+    t.cols = plan.kv_range(tile.kv_block);
+    t.nk = t.cols.size();
+    t.nkp = (t.nk + kPanel - 1) / kPanel * kPanel;
+    t.k = kp + t.cols.begin / kPanel * Path::k_panel_elems(d);
+    t.v_head = vp;
+    t.bits = nullptr;
+    if (p.mask_mode != MaskMode::kElement) {
+      if (!tile.is_full()) {
+        t.bits = plan.partial_bits(tile.partial_id);
+      } else if (p.mask_mode == MaskMode::kBitmask) {
+        t.bits = ones_bits_;
+      }
+    }
+    t.shift = shift;
+    return t;
+  }
+
+  void compute_item(std::int64_t head, std::int64_t q_block, const QkElem* kp, const VElem* vp,
                     std::byte* base) {
     const IndexRange rows = plan.q_range(q_block);
     const std::int64_t nrows = rows.size();
-    Packed* q = scratch.q.in(base);
+    QkElem* q = scratch.q.in(base);
     float* acc = scratch.acc.in(base);
     RowState* state = scratch.state.in(base);
     for (std::int64_t r = 0; r < nrows; ++r) {
-      Path::load_q_row(p.q, head, rows.begin + r, q + r * q_stride);
+      path.load_q_row(p.q, head, rows.begin + r, q + r * q_stride);
     }
     std::fill(acc, acc + nrows * dvp, 0.0f);
     std::fill(state, state + nrows, RowState{kNegInf, 0.0f});
+    float* ones = scratch.ones.in(base);
+    std::fill(ones, ones + kRows, 1.0f);
 
-    for (const PlanTile& tile : plan.tiles(q_block)) {
-      TileView t;
-      t.rows = rows;
-      t.cols = plan.kv_range(tile.kv_block);
-      t.nk = t.cols.size();
-      t.nkp = (t.nk + kPanel - 1) / kPanel * kPanel;
-      t.k = kp + t.cols.begin / kPanel * Path::k_panel_elems(d);
-      t.v_head = vp;
-      t.bits = nullptr;
-      if (p.mask_mode != MaskMode::kElement) {
-        if (!tile.is_full()) {
-          t.bits = plan.partial_bits(tile.partial_id);
-        } else if (p.mask_mode == MaskMode::kBitmask) {
-          t.bits = ones_bits_;
-        }
+    const std::span<const PlanTile> tiles = plan.tiles(q_block);
+    const std::int64_t pass_rows = groups * kRows;
+    const std::int64_t passes = (nrows + pass_rows - 1) / pass_rows;
+    for (std::size_t i = 0; i < tiles.size(); ++i) {
+      const TileView t = tile_view(tiles[i], rows, kp, vp, shift_[head]);
+      TileSpans next;
+      if (p.variant.prefetch && i + 1 < tiles.size()) {
+        next = tile_spans(tile_view(tiles[i + 1], rows, kp, vp, shift_[head]));
       }
-      t.shift = shift_[head];
-      for (std::int64_t r0 = 0; r0 < nrows; r0 += kRows) {
-        with_rows(static_cast<int>(std::min<std::int64_t>(kRows, nrows - r0)),
-                  [&]<int R>() { row_group<R>(t, r0, q, acc, state, base); });
+      for (std::int64_t pass = 0; pass < passes; ++pass) {
+        if (next.count > 0) next.prefetch_part(pass, passes);
+        const std::int64_t r0 = pass * pass_rows;
+        run_pass(t, r0, std::min(pass_rows, nrows - r0), q, acc, state, base);
       }
     }
-    finish_rows(head, rows, acc, state);
+    finish_rows(head, rows, q, acc, state);
   }
 
-  // The flash step for rows [r0, r0 + R) of the item on one tile.
-  template <int R>
-  void row_group(const TileView& t, std::int64_t r0, const Packed* q, float* acc, RowState* state,
-                 std::byte* base) const {
+  // The tile's packed K and V as contiguous spans of bytes, for prefetching.
+  struct TileSpans {
+    static constexpr int kMaxSpans = 1 + kernel_limits::kMaxHeadDim / kPanel;
+    const char* begin[kMaxSpans];
+    std::int64_t bytes[kMaxSpans];
+    int count = 0;
+    std::int64_t total = 0;
+
+    void add(const void* at, std::int64_t size) {
+      begin[count] = static_cast<const char*>(at);
+      bytes[count++] = size;
+      total += size;
+    }
+    // Part `part` of `parts` of the bytes, a cache line at a time into L2.
+    void prefetch_part(std::int64_t part, std::int64_t parts) const {
+      const std::int64_t from = total * part / parts;
+      const std::int64_t to = total * (part + 1) / parts;
+      std::int64_t offset = 0;
+      for (int s = 0; s < count; ++s) {
+        const std::int64_t lo = std::max(from, offset);
+        const std::int64_t hi = std::min(to, offset + bytes[s]);
+        for (std::int64_t b = lo; b < hi; b += 64) prefetch_l2(begin[s] + (b - offset));
+        offset += bytes[s];
+      }
+    }
+  };
+
+  TileSpans tile_spans(const TileView& t) const {
+    TileSpans spans;
+    spans.add(t.k,
+              t.nkp / kPanel * Path::k_panel_elems(d) * static_cast<std::int64_t>(sizeof(QkElem)));
+    Path::v_tile_spans(t.v_head, panels * kPanel, t.cols.begin, t.nkp, dvp,
+                       [&](const VElem* at, std::int64_t elems) {
+                         spans.add(at, elems * static_cast<std::int64_t>(sizeof(VElem)));
+                       });
+    return spans;
+  }
+
+  // One register tile of rows within a pass: its rows and the key panels it
+  // computes (inside a bitmasked tile only those some of its rows keep).
+  struct RowGroup {
+    std::int64_t r0 = 0;  // first row, in the q-block
+    int rows = 0;
+    std::int64_t k0 = 0, k1 = 0;  // keys [k0, k1), whole panels; empty: nothing to do
+  };
+
+  // The flash step for rows [r0, r0 + rows) of the item on one tile, as
+  // register tiles of kRows rows (the last one shorter).
+  void run_pass(const TileView& t, std::int64_t r0, std::int64_t rows, const QkElem* q, float* acc,
+                RowState* state, std::byte* base) const {
+    // Inside a bitmasked tile each register tile computes only the key panels
+    // its bitmask rows keep: along a band's or causal mask's edge that is
+    // about half the tile. The keys left out would get weight exactly 0, so
+    // the result is the same; with no key kept at all the step changes nothing.
+    RowGroup group[kMaxRowGroups];
+    int n = 0;
+    std::int64_t k_lo = t.nkp, k_hi = 0;
+    for (std::int64_t g0 = 0; g0 < rows; g0 += kRows) {
+      RowGroup g;
+      g.r0 = r0 + g0;
+      g.rows = static_cast<int>(std::min<std::int64_t>(kRows, rows - g0));
+      g.k0 = 0;
+      g.k1 = t.nkp;
+      if (t.bits != nullptr) {
+        const KeyRange kept = kept_key_panels(t.bits + g.r0 * words, g.rows, words, t.nkp);
+        if (kept.begin == kept.end) continue;
+        g.k0 = kept.begin;
+        g.k1 = kept.end;
+      }
+      k_lo = std::min(k_lo, g.k0);
+      k_hi = std::max(k_hi, g.k1);
+      group[n++] = g;
+    }
+    if (n == 0) return;
+
     float* s = scratch.scores.in(base);
     float* alpha = scratch.alpha.in(base);
-    std::uint8_t* keep = scratch.keep.in(base);
+    const float* ones = scratch.ones.in(base);
     Prob* probs = Path::kSeparateProbs ? scratch.probs.in(base) : reinterpret_cast<Prob*>(s);
+    const auto scores_of = [&](int g) { return s + g * kRows * block_kv; };
+    const auto probs_of = [&](int g) { return probs + g * kRows * p_stride; };
 
-    // Inside a bitmasked tile only the key panels some row of this group
-    // keeps are computed: along a band's or causal mask's edge that is about
-    // half the tile. The keys left out would get weight exactly 0, so the
-    // result is the same; with no key kept at all the step changes nothing.
-    std::int64_t k0 = 0, k1 = t.nkp;
-    if (t.bits != nullptr) {
-      const KeyRange kept = kept_key_panels(t.bits + r0 * words, R, words, t.nkp);
-      if (kept.begin == kept.end) return;
-      k0 = kept.begin;
-      k1 = kept.end;
+    // Q.K^T, panel by panel: each panel serves every register tile of the
+    // pass while it is in L1.
+    VF max_lanes[kMaxRowGroups * kRows];
+    for (int i = 0; i < n * kRows; ++i) max_lanes[i] = splat(kNegInf);
+    for (std::int64_t panel = k_lo / kPanel; panel < k_hi / kPanel; ++panel) {
+      const QkElem* kpanel = t.k + panel * Path::k_panel_elems(d);
+      for (int g = 0; g < n; ++g) {
+        if (panel * kPanel < group[g].k0 || panel * kPanel >= group[g].k1) continue;
+        with_rows(group[g].rows, [&]<int R>() {
+          Path::template qk<R>(q + group[g].r0 * q_stride, q_stride, d, kpanel,
+                               scores_of(g) + panel * kPanel, block_kv, max_lanes + g * kRows);
+        });
+      }
     }
+
+    for (int g = 0; g < n; ++g) {
+      softmax_rows(t, group[g], scores_of(g), probs_of(g), alpha + g * kRows, max_lanes + g * kRows,
+                   state, base);
+    }
+
+    // P.V, chunk by chunk of output columns; with several register tiles, in
+    // slices of keys that each serve all of them while they are in L1. A
+    // tile's accumulators are rescaled by alpha in its first slice only.
+    const std::int64_t slice = n == 1 ? k_hi - k_lo : v_slice;
+    for (std::int64_t col = 0; col < dvp; col += kPanel) {
+      for (std::int64_t s0 = k_lo; s0 < k_hi; s0 += slice) {
+        const std::int64_t s1 = std::min(k_hi, s0 + slice);
+        for (int g = 0; g < n; ++g) {
+          const std::int64_t a = std::max(s0, group[g].k0);
+          const std::int64_t b = std::min(s1, group[g].k1);
+          if (a >= b) continue;
+          const float* scale = a == group[g].k0 ? alpha + g * kRows : ones;
+          with_rows(group[g].rows, [&]<int R>() {
+            Path::template pv<R>(
+                probs_of(g) + Path::prob_row_elems(a), p_stride, b - a,
+                Path::v_chunk(t.v_head, panels * kPanel, t.cols.begin + a, col, dvp),
+                Path::v_key_stride(dvp), acc + group[g].r0 * dvp + col, dvp, scale);
+          });
+        }
+      }
+    }
+  }
+
+  // Between the products, for the rows of one register tile: the mask, the
+  // online softmax step, and the probabilities as P.V reads them.
+  void softmax_rows(const TileView& t, const RowGroup& g, float* s, Prob* probs, float* alpha,
+                    const VF* max_lanes, RowState* state, std::byte* base) const {
+    std::uint8_t* keep = scratch.keep.in(base);
+    const std::int64_t k0 = g.k0, k1 = g.k1;
     const std::int64_t nk = std::min(t.nk, k1);  // in-range keys end
-
-    VF max_lanes[R];
-    for (int r = 0; r < R; ++r) max_lanes[r] = splat(kNegInf);
-    for (std::int64_t panel = k0 / kPanel; panel < k1 / kPanel; ++panel) {
-      Path::template qk<R>(q + r0 * q_stride, d, t.k + panel * Path::k_panel_elems(d),
-                           s + panel * kPanel, block_kv, max_lanes);
-    }
-
     const bool element = p.mask_mode == MaskMode::kElement;
-    for (int r = 0; r < R; ++r) {
+    for (int r = 0; r < g.rows; ++r) {
       float* srow = s + r * block_kv;
-      const std::uint64_t* bits = t.bits == nullptr ? nullptr : t.bits + (r0 + r) * words;
+      const std::uint64_t* bits = t.bits == nullptr ? nullptr : t.bits + (g.r0 + r) * words;
       // The fused max covers full tiles; masked or padded rows need their own.
       float tile_max = reduce_max(max_lanes[r]);
       if (element || bits != nullptr || nk < k1) {
         if (element) {
-          plan.mask().eval_row(t.rows.begin + r0 + r, t.cols.begin, t.nk, keep);
+          plan.mask().eval_row(t.rows.begin + g.r0 + r, t.cols.begin, t.nk, keep);
           std::fill(keep + t.nk, keep + t.nkp, std::uint8_t{0});
           apply_keep(srow, keep, t.nkp);
         } else if (bits != nullptr) {
@@ -295,22 +443,17 @@ struct FlashForward {
         if (nk < k1) clear_columns_from(srow, nk, k1);
         tile_max = row_max(srow + k0, k1 - k0);
       }
-      RowState& st = state[r0 + r];
+      RowState& st = state[g.r0 + r];
       if (!softmax_row(srow + k0, k1 - k0, tile_max, st, alpha[r], exp_scale, t.shift) &&
           st.l == 0.0f && row_keeps_any(bits, element ? keep : nullptr, t.nk)) {
         st.l = kAllKeptOverflowed;
       }
       Path::store_probs(srow + k0, k1 - k0, probs + r * p_stride + Path::prob_row_elems(k0));
     }
-
-    for (std::int64_t col = 0; col < dvp; col += kPanel) {
-      Path::template pv<R>(probs + Path::prob_row_elems(k0), p_stride, k1 - k0,
-                           Path::v_chunk(t.v_head, panels * kPanel, t.cols.begin + k0, col, dvp),
-                           Path::v_key_stride(dvp), acc + r0 * dvp + col, dvp, alpha);
-    }
   }
 
-  void finish_rows(std::int64_t head, IndexRange rows, const float* acc, const RowState* state) {
+  void finish_rows(std::int64_t head, IndexRange rows, const QkElem* q, const float* acc,
+                   const RowState* state) {
     constexpr double kLn2 = 0.6931471805599453;
     const double shift = shift_[head];
     for (std::int64_t r = 0; r < rows.size(); ++r) {
@@ -324,8 +467,12 @@ struct FlashForward {
       const bool kept = l > 0.0f && m != -kNegInf;
       store_out_row(p.out, head, rows.begin + r, acc + r * dvp, kept ? 1.0f / l : 0.0f);
       if (p.lse != nullptr) {
-        // In double: m * scale alone may pass the f32 range when the log does not.
-        const double lse = static_cast<double>(m) * p.scale + std::log(l) + shift * kLn2;
+        // In double: m * scale alone may pass the f32 range when the log does
+        // not. A path that shifted the scores (int8's smoothed K) adds back
+        // what it took away.
+        const double lse =
+            (static_cast<double>(m) + Path::score_offset(q + r * q_stride, d)) * p.scale +
+            std::log(l) + shift * kLn2;
         // Out-of-range double to float is undefined behaviour, not Inf: clamp.
         constexpr double kMax = std::numeric_limits<float>::max();
         p.lse[head * p.q.len + rows.begin + r] = !kept ? kNegInf

@@ -10,8 +10,10 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -19,6 +21,7 @@
 #endif
 
 #include "kernel/forward_params.h"
+#include "kernel/int8_quantize.h"
 #include "kernel/kernel_traits.h"
 #include "kernel/scratch_layout.h"
 #include "kernel/target_ops.h"

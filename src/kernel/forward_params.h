@@ -21,6 +21,11 @@ struct ForwardParams {
   MaskMode mask_mode = MaskMode::kTile;
   int threads = 1;
   bool check_finite = true;
+  Precision precision = Precision::kDefault;
+  // bf16 inputs through the target's bf16 dot product (ProductPath resolved:
+  // choose_product_path(), attention.h); false: widened to f32.
+  bool bf16_dot = false;
+  KernelVariant variant;
 };
 
 // Memory that survives across calls of one runner.
@@ -35,8 +40,8 @@ struct Workspace {
 using ForwardFn = void (*)(const ForwardParams&, Workspace&, ThreadingContext&);
 
 // Validates args against the plan and resolves defaults (options.threads 0:
-// default_threads, the runner's context's); throws std::invalid_argument
-// naming the offending argument.
+// default_threads, the runner's context's; the product path for bf16; the
+// loop variant); throws std::invalid_argument naming the offending argument.
 ForwardParams make_forward_params(const TilePlan& plan, const AttentionArgs& args,
                                   const AttentionOptions& options, int default_threads);
 

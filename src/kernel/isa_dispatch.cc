@@ -36,6 +36,8 @@ std::optional<bool> arch_cpu_feature(const std::string& feature) {
 #if TILESPLASH_ARCH_X86
   // __builtin_cpu_supports takes only string literals, hence the table.
   if (feature == "avx512bf16") return __builtin_cpu_supports("avx512bf16");
+  if (feature == "avx512vnni") return __builtin_cpu_supports("avx512vnni");
+  if (feature == "avxvnni") return __builtin_cpu_supports("avxvnni");
   if (feature == "avx512f") return __builtin_cpu_supports("avx512f");
   if (feature == "avx512bw") return __builtin_cpu_supports("avx512bw");
   if (feature == "avx512dq") return __builtin_cpu_supports("avx512dq");
@@ -64,8 +66,9 @@ std::optional<bool> arch_cpu_feature(const std::string& feature) {
 
 bool cpu_has(const std::string& feature) {
 #if TILESPLASH_EMULATE_AVX512
-  // Test-only build: the avx512* targets run on SIMDe (cmake/TilesplashIsa.cmake).
-  if (feature.starts_with("avx512")) return true;
+  // Test-only build: the avx512* and avx2vnni targets run on SIMDe
+  // (cmake/TilesplashIsa.cmake).
+  if (feature.starts_with("avx512") || feature == "avxvnni") return true;
 #endif
   if (const std::optional<bool> has = arch_cpu_feature(feature)) return *has;
   // A feature this table does not know is a mistake in targets.def, caught by

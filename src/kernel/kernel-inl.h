@@ -11,6 +11,8 @@
 #include "kernel/softmax_rows-inl.h"
 #include "kernel/f32_path-inl.h"
 #include "kernel/flash_forward-inl.h"
+#include "kernel/int8_path-inl.h"
 #include "kernel/fma_peak-inl.h"
 #include "kernel/nearest_centroid-inl.h"
+#include "kernel/forward_paths-inl.h"
 // clang-format on

@@ -8,12 +8,6 @@ using Traits = KernelTraits</*lanes=*/8, /*col_vecs=*/2, /*rows=*/6, /*registers
 
 #include "kernel/kernel-inl.h"
 
-namespace {
-void forward(const ForwardParams& params, Workspace& workspace, ThreadingContext& context) {
-  FlashForward<F32Path>(params).run(workspace, context);
-}
-}  // namespace
-
-TargetOps target_ops() { return {&forward, fma_peak_loop(), {}, &nearest_centroid}; }
+TargetOps target_ops() { return target_ops_with<void>({}); }
 
 }  // namespace tilesplash::kernel::avx2

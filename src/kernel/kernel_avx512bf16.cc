@@ -1,6 +1,10 @@
 // The avx512bf16 target: the AVX-512 f32 kernel plus a bf16 path in which
 // both products use vdpbf16ps (two bf16 multiply-adds per f32 lane), the one
-// instruction Highway 1.0.3 cannot emit. K is packed as [d/2][64] pairs of
+// instruction Highway 1.0.3 cannot emit. Whether bf16 inputs take it or are
+// widened to f32 is measured per CPU (choose_product_path(), attention.h):
+// the dot product runs at twice the FMA rate on a Zen 4, at half of it on a
+// Sapphire Rapids. The int8 path (AVX-512 VNNI, which every CPU with
+// AVX-512 BF16 has) is the template's (kernel/int8_path-inl.h). K is packed as [d/2][64] pairs of
 // adjacent channels, V as [keys/2][dv] pairs of adjacent keys, and the softmax
 // probabilities are rounded to bf16 for P.V, as GPU flash kernels do.
 #include <immintrin.h>
@@ -23,14 +27,19 @@ inline bool bf16_special(std::uint16_t bits) { return (bits & 0x7f80u) == 0x7f80
 
 // The members kernel/flash_forward-inl.h expects of a path (see F32Path).
 struct Bf16DotPath {
-  using Packed = std::uint32_t;  // a pair of bf16
-  using Prob = std::uint32_t;    // a pair of bf16 probabilities of adjacent keys
+  using QkElem = std::uint32_t;  // a pair of bf16
+  using VElem = std::uint32_t;
+  using Prob = std::uint32_t;  // a pair of bf16 probabilities of adjacent keys
   static constexpr bool kSeparateProbs = true;
+  static constexpr int kKeysPerVRow = 2;
 
   static std::int64_t k_panel_elems(std::int64_t d) { return d / 2 * kPanel; }
   static std::int64_t v_head_elems(std::int64_t keys, std::int64_t dvp) { return keys / 2 * dvp; }
   static std::int64_t q_row_elems(std::int64_t d) { return d / 2; }
   static std::int64_t prob_row_elems(std::int64_t keys) { return keys / 2; }
+
+  void prepare_heads(const ForwardParams&, std::int64_t, std::int64_t, ThreadingContext&) {}
+  static double score_offset(const std::uint32_t*, std::int64_t) { return 0.0; }
 
   static const std::uint16_t* row_ptr(const TensorView& t, std::int64_t head, std::int64_t row) {
     return static_cast<const std::uint16_t*>(t.data) + head * t.head_stride + row * t.row_stride;
@@ -88,8 +97,15 @@ struct Bf16DotPath {
   }
   static std::int64_t v_key_stride(std::int64_t dvp) { return dvp; }  // per key pair
 
+  // The `nk` keys from `key0`, all columns: one span.
+  template <typename T, typename F>
+  static void v_tile_spans(T* head_v, std::int64_t keys, std::int64_t key0, std::int64_t nk,
+                           std::int64_t dvp, F&& span) {
+    span(v_chunk(head_v, keys, key0, 0, dvp), nk / 2 * dvp);
+  }
+
   template <int R>
-  static void qk(const std::uint32_t* __restrict q, std::int64_t d,
+  static void qk(const std::uint32_t* __restrict q, std::int64_t q_stride, std::int64_t d,
                  const std::uint32_t* __restrict panel, float* __restrict s, std::int64_t s_stride,
                  VF* __restrict row_max) {
     const std::int64_t pairs = d / 2;
@@ -107,7 +123,7 @@ struct Bf16DotPath {
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const __m512bh qb =
-            reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(q[r * pairs + c])));
+            reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(q[r * q_stride + c])));
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], qb, kv[j]);
       }
@@ -191,21 +207,10 @@ float bf16_peak_run(std::int64_t rounds) {
   return reduce_add(total);
 }
 
-void forward(const ForwardParams& params, Workspace& workspace, ThreadingContext& context) {
-  if (params.q.dtype == DType::kBF16) {
-    FlashForward<Bf16DotPath>(params).run(workspace, context);
-  } else {
-    FlashForward<F32Path>(params).run(workspace, context);
-  }
-}
-
 }  // namespace
 
 TargetOps target_ops() {
-  return {&forward,
-          fma_peak_loop(),
-          {&bf16_peak_run, 4.0 * Traits::kPeakChains * kLanes},
-          &nearest_centroid};
+  return target_ops_with<Bf16DotPath>({&bf16_peak_run, 4.0 * Traits::kPeakChains * kLanes});
 }
 
 }  // namespace tilesplash::kernel::avx512bf16

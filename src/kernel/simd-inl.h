@@ -20,8 +20,16 @@ inline VF load(const float* p) {
   return v;
 }
 inline void store(float* p, VF v) { __builtin_memcpy(p, &v, sizeof v); }
+template <typename T>
+inline VI load_i(const T* p) {
+  static_assert(sizeof(T) == 4);
+  VI v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
 // A shuffle of lane 0 compiles to one broadcast; `VF{} + x` would add 0.0 first.
 inline VF splat(float x) { return __builtin_shuffle(VF{x}, VI{}); }
+inline VI splat_i(std::int32_t x) { return __builtin_shuffle(VI{x}, VI{}); }
 // (a > b) ? a : b, so b when either is NaN: exactly x86's maxps(a, b). GCC
 // does not always see that in the ternary (it emits a compare and a blend),
 // hence the intrinsics where the target has them. (A template only so that
@@ -148,3 +156,54 @@ inline VF exp2_vec(VF t) {
 // exp2_vec for one value, inline: a libm call in the per-row code would also
 // make every live vector register a spill (all are call-clobbered).
 inline float exp2_scalar(float t) { return exp2_vec(splat(t))[0]; }
+
+// acc + the sum of the four products a[b] * k[b] per 32-bit lane, a's bytes
+// unsigned and k's signed (the semantics of vpdpbusd): exact in int32 for the
+// int8 path's sums (kernel/int8_path-inl.h). VNNI does it in one instruction
+// (AVX-512 VNNI on 16 lanes; AVX-VNNI, or AVX-512 VNNI with VL, on 8); other
+// targets take the bytes apart with shifts.
+inline VI dot4_u8s8(VI acc, VI a, VI k) {
+#if defined(__AVX512VNNI__)
+  if constexpr (kLanes == 16) {
+    return reinterpret_cast<VI>(_mm512_dpbusd_epi32(reinterpret_cast<__m512i>(acc),
+                                                    reinterpret_cast<__m512i>(a),
+                                                    reinterpret_cast<__m512i>(k)));
+  }
+#endif
+#if defined(__AVXVNNI__)
+  if constexpr (kLanes == 8) {
+    return reinterpret_cast<VI>(_mm256_dpbusd_avx_epi32(reinterpret_cast<__m256i>(acc),
+                                                        reinterpret_cast<__m256i>(a),
+                                                        reinterpret_cast<__m256i>(k)));
+  }
+#endif
+#pragma GCC unroll 4
+  for (int b = 0; b < 4; ++b) {
+    const VI ab = (a >> (8 * b)) & 0xff;      // byte b, zero-extended
+    const VI kb = (k << (24 - 8 * b)) >> 24;  // byte b, sign-extended
+    acc += ab * kb;
+  }
+  return acc;
+}
+
+// The name of dot4_u8s8's instructions on this target, for reports.
+constexpr const char* int8_dot_name() {
+#if defined(__AVX512VNNI__)
+  if (kLanes == 16) return "vpdpbusd (AVX-512 VNNI)";
+#endif
+#if defined(__AVXVNNI__)
+  if (kLanes == 8) return "vpdpbusd (AVX-VNNI)";
+#endif
+  return "plain";
+}
+
+// Brings the cache line at p into L2 (not L1: the current tile's data lives
+// there). Inline asm on x86, because GCC drops a loop of __builtin_prefetch
+// that has no other effect.
+inline void prefetch_l2(const void* p) {
+#if defined(__x86_64__) || defined(__i386__)
+  asm volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(p)));
+#else
+  __builtin_prefetch(p, 0, 2);
+#endif
+}

@@ -31,14 +31,25 @@ using NearestCentroidFn = void (*)(const float* points, std::int64_t d, std::int
                                    std::int64_t end, const float* panels, const float* norms,
                                    std::int64_t k_padded, std::int32_t* labels);
 
+// out[i * keys + j] = sum_c q[i][c] * k[j][c] over d channels (a multiple of
+// 4, at most kMaxHeadDim), exactly, through the target's int8 packing and
+// Q.K^T micro-kernel: what the tests check every target's int8 arithmetic by.
+using Int8DotFn = void (*)(const std::int8_t* q, std::int64_t rows, const std::int8_t* k,
+                           std::int64_t keys, std::int64_t d, std::int32_t* out);
+
 struct TargetOps {
   ForwardFn forward = nullptr;
   FmaLoop f32_peak;
-  // The rate bf16 inputs run at; run == nullptr when they are widened to f32
-  // (the f32 loop is then the bf16 peak too).
+  // The bf16 dot product's rate; run == nullptr on targets without one, where
+  // bf16 is always widened to f32 (the f32 loop is then the bf16 peak too).
+  // Where it exists, choose_product_path() (attention.h) compares the two.
   FmaLoop bf16_peak;
+  // int8 multiply-adds (vpdpbusd where the target has VNNI), 2 ops each.
+  FmaLoop int8_peak;
   // The assignment step of k-means (clusters/kmeans.cc).
   NearestCentroidFn nearest_centroid = nullptr;
+  Int8DotFn int8_dot = nullptr;
+  const char* int8_dot_name = "";  // the instructions of the int8 products, for reports
 };
 
 }  // namespace tilesplash::kernel

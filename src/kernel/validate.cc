@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kernel/forward_params.h"
+#include "tilesplash/attention.h"
 #include "tilesplash/kernel_limits.h"
 #include "tilesplash/threading.h"
 
@@ -114,6 +115,22 @@ ForwardParams make_forward_params(const TilePlan& plan, const AttentionArgs& arg
   params.mask_mode = options.mask_mode;
   params.threads = options.threads > 0 ? options.threads : default_threads;
   params.check_finite = options.check_finite;
+  if (options.precision != Precision::kDefault && options.precision != Precision::kInt8) {
+    fail("precision must be default or int8");
+  }
+  params.precision = options.precision;
+  // The product path matters for bf16 only, but a forced one is checked on
+  // every call, so a wrong setting is not hidden by the dtype of the moment.
+  if (q.dtype == DType::kBF16 || options.product_path != ProductPath::kAuto) {
+    params.bf16_dot = choose_product_path(options.product_path).path == ProductPath::kDot;
+  }
+  if (options.variant) {
+    const int groups = options.variant->row_groups;
+    if (groups != 1 && groups != 2 && groups != 4) {
+      fail("variant.row_groups must be 1, 2 or 4, got " + str(groups));
+    }
+    params.variant = *options.variant;
+  }
   return params;
 }
 

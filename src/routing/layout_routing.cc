@@ -108,8 +108,9 @@ LayoutVideoAttention::Entry& LayoutVideoAttention::entry_for(std::int64_t head_d
   Entry entry;
   if (!block_q_ || !block_kv_) {
     const std::int64_t n = probe_->geometry().tokens();
-    const BlockChoice choice = cached_block_choice(tuning_mask(*probe_), n, n, head_dim, dtype,
-                                                   context_->resolve(options.threads));
+    const BlockChoice choice =
+        cached_block_choice(tuning_mask(*probe_), n, n, head_dim, dtype,
+                            context_->resolve(options.threads), options.precision);
     options.blocks = choice.blocks;
     entry.tuned = choice.from_cache;
   }

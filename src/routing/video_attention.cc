@@ -169,6 +169,7 @@ AttentionOptions VideoAttention::Impl::attention_options(bool check_finite) cons
   o.scale = options.scale;
   o.threads = threads;
   o.check_finite = check_finite;
+  o.precision = options.precision;
   return o;
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "tilesplash/attention.h"
 #include "tilesplash/kernel_limits.h"
 #include "tilesplash/tuning.h"
 
@@ -16,6 +17,8 @@ struct ChoiceKey {
   std::int64_t q_len, kv_len, head_dim;
   DType dtype;
   int threads;
+  Precision precision;
+  std::string isa;  // set_isa() may change the target within a process
   friend bool operator==(const ChoiceKey&, const ChoiceKey&) = default;
 };
 
@@ -24,7 +27,8 @@ struct ChoiceKeyHash {
     std::size_t h = key.mask.hash();
     for (const std::int64_t value :
          {key.q_len, key.kv_len, key.head_dim, static_cast<std::int64_t>(key.dtype),
-          static_cast<std::int64_t>(key.threads)}) {
+          static_cast<std::int64_t>(key.threads), static_cast<std::int64_t>(key.precision),
+          static_cast<std::int64_t>(std::hash<std::string>{}(key.isa))}) {
       h ^= std::hash<std::int64_t>{}(value) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
     }
     return h;
@@ -48,16 +52,17 @@ void check_block_sizes(std::optional<std::int64_t> block_q, std::optional<std::i
 }
 
 BlockChoice cached_block_choice(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
-                                std::int64_t head_dim, DType dtype, int threads) {
+                                std::int64_t head_dim, DType dtype, int threads,
+                                Precision precision) {
   static std::mutex mutex;
   static std::unordered_map<ChoiceKey, BlockChoice, ChoiceKeyHash> choices;
-  ChoiceKey key{mask, q_len, kv_len, head_dim, dtype, threads};
+  ChoiceKey key{mask, q_len, kv_len, head_dim, dtype, threads, precision, active_isa()};
   {
     std::lock_guard<std::mutex> lock(mutex);
     const auto found = choices.find(key);
     if (found != choices.end()) return found->second;
   }
-  BlockChoice choice = choose_blocks(mask, q_len, kv_len, head_dim, dtype, threads);
+  BlockChoice choice = choose_blocks(mask, q_len, kv_len, head_dim, dtype, threads, precision);
   std::lock_guard<std::mutex> lock(mutex);
   return choices.emplace(std::move(key), std::move(choice)).first->second;
 }

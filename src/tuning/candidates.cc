@@ -35,9 +35,26 @@ std::int64_t round_up(std::int64_t value, std::int64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
 }
 
+// The loop variants (KernelVariant): one, two or four register tiles of rows
+// per pass over a key panel and V slice, with and without prefetching the
+// next tile. The default (one, no prefetch) first: on a Zen 4 a 64-key f32
+// K panel (32 KiB at d = 128) fills the whole L1, and the tile streams from
+// L2 at a third of its bandwidth, so reuse from L1 has little to win there;
+// a core with two 512-bit FMA ports needs twice the bytes per cycle.
+constexpr std::array<KernelVariant, 6> kVariants{{
+    {1, false},
+    {2, false},
+    {4, false},
+    {1, true},
+    {2, true},
+    {4, true},
+}};
+
 }  // namespace
 
 std::span<const BlockSizes> tile_candidates() { return kCandidates; }
+
+std::span<const KernelVariant> kernel_variants() { return kVariants; }
 
 std::vector<BlockSizes> tile_candidates_for(std::int64_t q_len, std::int64_t kv_len) {
   // Clamp each side to the smallest candidate value that already covers the

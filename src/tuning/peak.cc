@@ -44,11 +44,13 @@ constexpr double kMaxWindows = 8.0;
 // Keeps every loop's result observable.
 volatile float g_sink = 0.0f;
 
-// The f32 loop also stands for f16 (widened to f32) and for bf16 on targets
-// that widen it; a target with a bf16 dot product has its own bf16 loop.
-kernel::FmaLoop select_loop(DType dtype) {
+// The f32 loop also stands for f16 (widened to f32) and for bf16 where it is
+// widened; where bf16 takes the target's dot product, its own loop.
+kernel::FmaLoop select_loop(DType dtype, ProductPath product_path) {
   const kernel::TargetOps& target = kernel::active_target();
-  if (dtype == DType::kBF16 && target.bf16_peak.run != nullptr) return target.bf16_peak;
+  if (dtype == DType::kBF16 && choose_product_path(product_path).path == ProductPath::kDot) {
+    return target.bf16_peak;
+  }
   return target.f32_peak;
 }
 
@@ -75,20 +77,38 @@ std::int64_t rounds_per_chunk(const kernel::FmaLoop& loop) {
   return static_cast<std::int64_t>(std::clamp(rounds, 1024.0, 1e8));
 }
 
+PeakMeasurement measure_loop(const kernel::FmaLoop& loop, int threads, double seconds,
+                             ThreadingContext* context);
+
 }  // namespace
 
-double measure_peak_gflops(DType dtype, int threads, double seconds, ThreadingContext* context) {
-  return measure_peak(dtype, threads, seconds, context).gflops;
+double measure_peak_gflops(DType dtype, int threads, double seconds, ThreadingContext* context,
+                           ProductPath product_path) {
+  return measure_peak(dtype, threads, seconds, context, product_path).gflops;
 }
 
-PeakMeasurement measure_peak(DType dtype, int threads, double seconds, ThreadingContext* context) {
+PeakMeasurement measure_peak(DType dtype, int threads, double seconds, ThreadingContext* context,
+                             ProductPath product_path) {
   if (!std::isfinite(seconds) || seconds <= 0.0) {
     throw std::invalid_argument("measure_peak_gflops: seconds must be a finite value > 0");
   }
+  return measure_loop(select_loop(dtype, product_path), threads, seconds, context);
+}
+
+PeakMeasurement measure_int8_peak(int threads, double seconds, ThreadingContext* context) {
+  if (!std::isfinite(seconds) || seconds <= 0.0) {
+    throw std::invalid_argument("measure_int8_peak: seconds must be a finite value > 0");
+  }
+  return measure_loop(kernel::active_target().int8_peak, threads, seconds, context);
+}
+
+namespace {
+
+PeakMeasurement measure_loop(const kernel::FmaLoop& loop, int threads, double seconds,
+                             ThreadingContext* context) {
   ThreadingContext& threading = context != nullptr ? *context : *default_threading_context();
   threads = threading.resolve(std::max(threads, 0));
 
-  const kernel::FmaLoop loop = select_loop(dtype);
   const std::int64_t chunk = rounds_per_chunk(loop);
   const int windows = static_cast<int>(std::clamp(seconds / kWindowSeconds, 1.0, kMaxWindows));
   const auto window =
@@ -155,4 +175,5 @@ PeakMeasurement measure_peak(DType dtype, int threads, double seconds, Threading
   return best;
 }
 
+}  // namespace
 }  // namespace tilesplash

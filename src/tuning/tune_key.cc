@@ -1,7 +1,7 @@
 // What a tuned tile size is valid for. The key is coarse on purpose where a
 // neighbouring shape behaves the same (lengths by power of two, density in
 // 5% steps, mask parameters dropped) and exact where the answer changes (CPU,
-// SIMD target, dtype, head dim, threads), so one tuning run serves a whole
+// SIMD target, product path, dtype, head dim, threads), so one tuning run serves a whole
 // model's layers and steps.
 #include <algorithm>
 #include <cctype>
@@ -89,15 +89,21 @@ double density_bucket(double density) {
 std::string TuneKey::to_string() const {
   char density_text[16];
   std::snprintf(density_text, sizeof density_text, "%.2f", density);
-  return "backend=" + backend + "|cpu=" + cpu + "|isa=" + isa +
+  return "backend=" + backend + "|cpu=" + cpu + "|isa=" + isa + "|path=" + path +
          "|dtype=" + std::string(tilesplash::to_string(dtype)) + "|d=" + std::to_string(head_dim) +
          "|mask=" + mask_family + "|density=" + density_text + "|len=2^" +
          std::to_string(q_bucket) + "x2^" + std::to_string(kv_bucket) +
          "|threads=" + std::to_string(threads);
 }
 
+std::string kernel_path_key(DType dtype, Precision precision) {
+  const bool dot = dtype == DType::kBF16 && choose_product_path().path == ProductPath::kDot;
+  const std::string products = dot ? "bf16-dot" : "fma";
+  return precision == Precision::kInt8 ? "int8+" + products : products;
+}
+
 TuneKey make_tune_key(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
-                      std::int64_t head_dim, DType dtype, int threads) {
+                      std::int64_t head_dim, DType dtype, int threads, Precision precision) {
   require_at_least_one(head_dim, "head_dim");
   if (threads < 0) {
     throw std::invalid_argument("tuning: threads must be >= 0 (0: all hardware threads), got " +
@@ -106,6 +112,7 @@ TuneKey make_tune_key(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
   TuneKey key;
   key.cpu = runtime::cpu_model();
   key.isa = active_isa();
+  key.path = kernel_path_key(dtype, precision);
   key.dtype = dtype;
   key.head_dim = head_dim;
   key.mask_family = normalise_numbers(mask.to_string());

@@ -11,6 +11,11 @@
 // a few q-blocks per thread, so each is long enough to time. The minimum of
 // the repeats counts: on a shared machine noise only ever adds time (and
 // TuneClock::kCpu reads CPU time, which other jobs barely disturb).
+//
+// Then the kernel's loop variants (kernel_variants()) are timed the same way
+// at the fastest tiles: they change how a tile's K and V travel from L2 to
+// L1, which matters per CPU family rather than per tile size, so one more
+// row per variant (not a product with every tile) is enough.
 #include <time.h>
 
 #include <algorithm>
@@ -60,6 +65,11 @@ void validate(std::int64_t q_len, std::int64_t kv_len, std::int64_t head_dim,
          std::to_string(o.budget_seconds));
   }
   if (o.repeats < 1) fail("options.repeats must be >= 1, got " + std::to_string(o.repeats));
+  for (const KernelVariant& v : o.variants) {
+    if (v.row_groups != 1 && v.row_groups != 2 && v.row_groups != 4) {
+      fail("options.variants: row_groups must be 1, 2 or 4, got " + std::to_string(v.row_groups));
+    }
+  }
   for (const BlockSizes& b : o.candidates) {
     if (!kernel_limits::valid_block_q(b.block_q) || !kernel_limits::valid_block_kv(b.block_kv)) {
       fail("options.candidates: each needs block_q " + kernel_limits::block_q_rule() +
@@ -107,11 +117,15 @@ class RandomInputs {
 
 class Timer {
  public:
-  Timer(AttentionRunner& runner, const AttentionArgs& args, int threads, TuneClock clock)
+  Timer(AttentionRunner& runner, const AttentionArgs& args, int threads, TuneClock clock,
+        Precision precision)
       : runner_(runner), args_(args), clock_(clock), threads_(threads) {
     options_.threads = threads;
     options_.check_finite = false;  // the data is finite by construction
+    options_.precision = precision;
   }
+
+  void use(const KernelVariant& variant) { options_.variant = variant; }
 
   // Minimum over `repeats` runs.
   double seconds(const TilePlan& plan, int repeats) {
@@ -185,9 +199,13 @@ TuneResult tune_blocks(const Mask& mask, std::int64_t q_len, std::int64_t kv_len
   const int threads = threading->resolve(options.threads);
   const std::vector<BlockSizes> list =
       options.candidates.empty() ? tile_candidates_for(q_len, kv_len) : options.candidates;
+  const std::vector<KernelVariant> variants =
+      options.variants.empty()
+          ? std::vector<KernelVariant>(kernel_variants().begin(), kernel_variants().end())
+          : options.variants;
 
   TuneResult result;
-  result.key = make_tune_key(mask, q_len, kv_len, head_dim, dtype, threads);
+  result.key = make_tune_key(mask, q_len, kv_len, head_dim, dtype, threads, options.precision);
   result.q_len = q_len;
   result.kv_len = kv_len;
   result.heads = options.heads;
@@ -201,7 +219,8 @@ TuneResult tune_blocks(const Mask& mask, std::int64_t q_len, std::int64_t kv_len
       q.view(), k.view(), v.view(),
       MutableTensorView::contiguous(out.data(), DType::kF32, heads, q_len, head_dim)};
   AttentionRunner runner(threading);
-  Timer timer(runner, args, threads, options.clock);
+  Timer timer(runner, args, threads, options.clock, options.precision);
+  timer.use(variants.front());
 
   // Per candidate the plan is rebuilt when needed rather than kept: plans of
   // small tiles over long sequences hold millions of tiles.
@@ -209,17 +228,20 @@ TuneResult tune_blocks(const Mask& mask, std::int64_t q_len, std::int64_t kv_len
     return TilePlan::build(mask, q_len, kv_len, blocks);
   };
 
-  const double per_candidate = options.budget_seconds / static_cast<double>(list.size());
+  const double per_candidate =
+      options.budget_seconds / static_cast<double>(list.size() + variants.size() - 1);
   double fixed = -1.0;
   double pairs_per_second = -1.0;  // visited pairs of all heads per second of tile work
   Clock::duration checking{};      // full runs for verify / exhaustive
   std::vector<Candidate> candidates;
-  for (const BlockSizes& blocks : list) {
+  const auto time_candidate = [&](const BlockSizes& blocks, const KernelVariant& variant) {
+    timer.use(variant);
     const TilePlan plan = build(blocks);
     const std::vector<std::int64_t> work = tuning::visited_pairs_per_block(plan);
     Candidate c;
     CandidateResult& r = c.result;
     r.blocks = blocks;
+    r.variant = variant;
     r.full = plan.stats().full;
     r.partial = plan.stats().partial;
     r.empty = plan.stats().empty;
@@ -262,7 +284,8 @@ TuneResult tune_blocks(const Mask& mask, std::int64_t q_len, std::int64_t kv_len
       checking += Clock::now() - check_start;
     }
     candidates.push_back(std::move(c));
-  }
+  };
+  for (const BlockSizes& blocks : list) time_candidate(blocks, variants.front());
 
   const auto by = [&](auto less) {
     std::size_t best = 0;
@@ -271,8 +294,12 @@ TuneResult tune_blocks(const Mask& mask, std::int64_t q_len, std::int64_t kv_len
     }
     return best;
   };
-  result.best = by(
-      [](const Candidate& a, const Candidate& b) { return a.result.seconds < b.result.seconds; });
+  const auto faster = [](const Candidate& a, const Candidate& b) {
+    return a.result.seconds < b.result.seconds;
+  };
+  const BlockSizes best_blocks = candidates[by(faster)].result.blocks;
+  for (std::size_t v = 1; v < variants.size(); ++v) time_candidate(best_blocks, variants[v]);
+  result.best = by(faster);
   result.least_boundary = by([](const Candidate& a, const Candidate& b) {
     return a.result.boundary_pairs < b.result.boundary_pairs;
   });
@@ -280,6 +307,7 @@ TuneResult tune_blocks(const Mask& mask, std::int64_t q_len, std::int64_t kv_len
     const auto check_start = Clock::now();
     for (const std::size_t i : {result.best, result.least_boundary}) {
       CandidateResult& r = candidates[i].result;
+      timer.use(r.variant);
       if (!r.full_seconds) r.full_seconds = timer.seconds(build(r.blocks), options.repeats);
     }
     checking += Clock::now() - check_start;

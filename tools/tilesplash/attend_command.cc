@@ -47,6 +47,7 @@ struct AttendOptions {
   std::int64_t block_kv = 128;
   std::int64_t threads = 0;
   std::string out_dtype;  // empty: the input's
+  std::string precision = "default";
   bool json = false;
   bool quiet = false;
 };
@@ -137,6 +138,7 @@ void run_attend(const AttendOptions& options) {
   AttentionOptions attention_options;
   if (options.scale > 0.0) attention_options.scale = static_cast<float>(options.scale);
   attention_options.threads = static_cast<int>(options.threads);
+  attention_options.precision = *parse_precision(options.precision);  // checked by the option
 
   nlohmann::ordered_json record;
   record["q"] = options.q;
@@ -154,6 +156,7 @@ void run_attend(const AttendOptions& options) {
   record["block_q"] = options.block_q;
   record["block_kv"] = options.block_kv;
   record["isa"] = active_isa();
+  record["precision"] = options.precision;
 
   const auto start = Clock::now();
   Progress progress("attend", qd.batch * qd.heads, progress_wanted(options.quiet));
@@ -183,6 +186,7 @@ void run_attend(const AttendOptions& options) {
     video_options.blocks = blocks;
     video_options.threads = static_cast<int>(options.threads);
     video_options.scale = attention_options.scale;
+    video_options.precision = attention_options.precision;
     VideoAttention attention(*geometry, video_options, context);
     record["route"] = geometry->to_string();
     record["method"] = options.method;
@@ -271,6 +275,7 @@ Command add_attend_command(CLI::App& parent) {
       ->transform(number_in(0.0, kernel_limits::kMaxScale, true));
   add_tile_options(*app, options->block_q, options->block_kv);
   add_threads_option(*app, options->threads);
+  add_precision_option(*app, options->precision);
   app->add_option("--out-dtype", options->out_dtype, "Output dtype (default: the input's)")
       ->type_name("DTYPE")
       ->check(dtype_name());

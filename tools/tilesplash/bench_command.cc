@@ -47,7 +47,10 @@ struct BenchOptions {
   std::int64_t block_q = 0;  // 0: the tuned choice (cache), else a heuristic
   std::int64_t block_kv = 0;
   std::string mask_mode = "tile";
-  std::string ablation;  // "mask": time tile, element and bitmask modes
+  std::string precision = "default";
+  std::string product_path = "auto";
+  std::string variant;   // empty: the tuned one (cache), else the default
+  std::string ablation;  // mask, variant, product-path or precision: interleaved alternatives
   bool compare_dense = false;
   std::int64_t repeats = 5;
   std::uint64_t seed = 0;
@@ -111,33 +114,71 @@ void check_fits_in_memory(const BenchOptions& options, std::int64_t kv_len, DTyp
   }
 }
 
-// The article's tile-aware masking lesson on this machine: the same plan, data
-// and runner in the three mask modes (MaskMode order: tile, element, bitmask),
-// interleaved run by run so that load from other processes hits all three
-// alike. Returns the median seconds of each.
-std::array<double, 3> time_mask_modes(AttentionRunner& runner, const TilePlan& plan,
-                                      const AttentionArgs& args, AttentionOptions options,
-                                      std::int64_t repeats) {
-  constexpr MaskMode kModes[] = {MaskMode::kTile, MaskMode::kElement, MaskMode::kBitmask};
-  static_assert(static_cast<int>(MaskMode::kElement) == 1 &&
-                static_cast<int>(MaskMode::kBitmask) == 2);
-  for (const MaskMode mode : kModes) {
-    options.mask_mode = mode;
-    runner.forward(plan, args, options);  // warm-up
+// Alternatives timed on the same plan, data and runner, interleaved run by
+// run so that load from other processes hits all of them alike (same-run A/B
+// ratios): the mask modes (the article's tile-aware masking lesson), the
+// kernel's loop variants, the two bf16 product paths, or the two precisions.
+struct Alternative {
+  std::string label;
+  AttentionOptions options;
+};
+
+std::vector<Alternative> ablation_alternatives(const std::string& what,
+                                               const AttentionOptions& base, DType dtype) {
+  std::vector<Alternative> list;
+  const auto add = [&](std::string label, auto&& change) {
+    AttentionOptions options = base;
+    change(options);
+    list.push_back({std::move(label), options});
+  };
+  if (what == "mask") {
+    for (const MaskMode mode : {MaskMode::kTile, MaskMode::kElement, MaskMode::kBitmask}) {
+      add(std::string(to_string(mode)), [&](AttentionOptions& o) { o.mask_mode = mode; });
+    }
+  } else if (what == "variant") {
+    for (const KernelVariant& variant : kernel_variants()) {
+      add(to_string(variant), [&](AttentionOptions& o) { o.variant = variant; });
+    }
+  } else if (what == "product-path") {
+    if (dtype != DType::kBF16) {
+      throw std::invalid_argument("--ablation product-path: needs --dtype bf16, got " +
+                                  std::string(to_string(dtype)));
+    }
+    // Refused (naming the target) where there is no dot product to compare.
+    for (const ProductPath path : {ProductPath::kDot, ProductPath::kWiden}) {
+      choose_product_path(path);
+      add(std::string(to_string(path)), [&](AttentionOptions& o) { o.product_path = path; });
+    }
+  } else {  // precision
+    for (const Precision precision : {Precision::kDefault, Precision::kInt8}) {
+      add(std::string(to_string(precision)), [&](AttentionOptions& o) { o.precision = precision; });
+    }
   }
-  options.check_finite = false;
-  std::vector<double> seconds[3];
+  return list;
+}
+
+// Median wall seconds of each alternative, in list order.
+std::vector<double> time_alternatives(AttentionRunner& runner, const TilePlan& plan,
+                                      const AttentionArgs& args,
+                                      const std::vector<Alternative>& list, std::int64_t repeats) {
+  for (const Alternative& alternative : list) {
+    runner.forward(plan, args, alternative.options);  // warm-up
+  }
+  std::vector<std::vector<double>> seconds(list.size());
   for (std::int64_t r = 0; r < repeats; ++r) {
-    for (int m = 0; m < 3; ++m) {
-      options.mask_mode = kModes[m];
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      AttentionOptions options = list[i].options;
+      options.check_finite = false;
       const auto start = std::chrono::steady_clock::now();
       runner.forward(plan, args, options);
-      seconds[m].push_back(
+      seconds[i].push_back(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
   }
-  std::array<double, 3> medians{};
-  for (int m = 0; m < 3; ++m) medians[m] = std::max(median(std::move(seconds[m])), 1e-12);
+  std::vector<double> medians;
+  for (std::vector<double>& values : seconds) {
+    medians.push_back(std::max(median(std::move(values)), 1e-12));
+  }
   return medians;
 }
 
@@ -150,15 +191,30 @@ void run_bench(const BenchOptions& options) {
   check_fits_in_memory(options, kv_len, dtype);
 
   const Mask mask = parse_mask_spec(options.mask);
+  const Precision precision = *parse_precision(options.precision);
+  const ProductPath product_path = *parse_product_path(options.product_path);
+  // Before anything is timed: a forced path the target lacks is an error, and
+  // a first calibration (about 50 ms) happens here rather than in a timing.
+  const ProductPathChoice path_choice = choose_product_path(product_path);
   std::string block_source = "given";
+  std::string variant_source = "given";
   BlockSizes blocks{options.block_q, options.block_kv};
-  if (blocks.block_q == 0 || blocks.block_kv == 0) {
+  KernelVariant variant;
+  if (!options.variant.empty()) variant = *parse_kernel_variant(options.variant);
+  if (blocks.block_q == 0 || blocks.block_kv == 0 || options.variant.empty()) {
     const BlockChoice choice =
-        choose_blocks(mask, options.q_len, kv_len, options.head_dim, dtype, threads);
+        choose_blocks(mask, options.q_len, kv_len, options.head_dim, dtype, threads, precision);
+    const std::string from = choice.from_cache ? "cache" : "heuristic";
+    if (blocks.block_q == 0 || blocks.block_kv == 0) {
+      block_source =
+          std::string(options.block_q != 0 || options.block_kv != 0 ? "given+" : "") + from;
+    }
     if (blocks.block_q == 0) blocks.block_q = choice.blocks.block_q;
     if (blocks.block_kv == 0) blocks.block_kv = choice.blocks.block_kv;
-    block_source = std::string(options.block_q != 0 || options.block_kv != 0 ? "given+" : "") +
-                   (choice.from_cache ? "cache" : "heuristic");
+    if (options.variant.empty()) {
+      variant = choice.variant;
+      variant_source = choice.from_cache ? "cache" : "default";
+    }
   }
   const TilePlan plan = TilePlan::build(mask, options.q_len, kv_len, blocks);
 
@@ -175,23 +231,36 @@ void run_bench(const BenchOptions& options) {
   AttentionOptions attention;
   attention.mask_mode = *parse_mask_mode(options.mask_mode);
   attention.threads = threads;
+  attention.precision = precision;
+  attention.product_path = product_path;
+  attention.variant = variant;
 
   // The peak is measured before and after the timed runs and the higher one
   // kept: a peak is an upper bound, and another process on the machine can
   // spoil either measurement but rarely both.
-  const PeakMeasurement before = measure_peak(dtype, threads, 0.2, context.get());
+  const PeakMeasurement before = measure_peak(dtype, threads, 0.2, context.get(), product_path);
 
   AttentionRunner runner(context);
-  std::optional<std::array<double, 3>> modes;
+  std::vector<Alternative> alternatives;
+  std::vector<double> alternative_seconds;
   std::optional<Timing> timing;
-  if (options.ablation == "mask") {
-    modes = time_mask_modes(runner, plan, args, attention, options.repeats);
+  if (!options.ablation.empty()) {
+    alternatives = ablation_alternatives(options.ablation, attention, dtype);
+    alternative_seconds = time_alternatives(runner, plan, args, alternatives, options.repeats);
   } else {
     timing = median_timing(runner, plan, args, attention, options.repeats);
   }
-  const double seconds =
-      modes ? (*modes)[static_cast<std::size_t>(attention.mask_mode)] : timing->seconds;
-  const PeakMeasurement after = measure_peak(dtype, threads, 0.2, context.get());
+  // Under an ablation, the alternative the other options select (else the first).
+  std::size_t selected = 0;
+  for (std::size_t i = 0; i < alternatives.size(); ++i) {
+    const AttentionOptions& o = alternatives[i].options;
+    if (o.mask_mode == attention.mask_mode && o.variant == attention.variant &&
+        o.precision == attention.precision && o.product_path == attention.product_path) {
+      selected = i;
+    }
+  }
+  const double seconds = timing ? timing->seconds : alternative_seconds[selected];
+  const PeakMeasurement after = measure_peak(dtype, threads, 0.2, context.get(), product_path);
   const double peak = std::max(before.gflops, after.gflops);
   const double cpu_peak = std::max(before.cpu_gflops, after.cpu_gflops);
   const PlanStats& stats = plan.stats();
@@ -211,6 +280,22 @@ void run_bench(const BenchOptions& options) {
   record["mask_mode"] = std::string(to_string(attention.mask_mode));
   record["threads"] = threads;
   record["isa"] = active_isa();
+  record["precision"] = std::string(to_string(precision));
+  // Which bf16 product path ran and why (the calibration's rates when measured).
+  record["product_path"] =
+      dtype == DType::kBF16 ? std::string(to_string(path_choice.path)) : std::string("fma");
+  record["product_path_reason"] =
+      dtype == DType::kBF16 ? path_choice.reason
+                            : std::string(to_string(dtype)) + " inputs run on the f32 FMA";
+  if (path_choice.dot_gflops > 0.0) {
+    record["calibration_dot_gflops"] = path_choice.dot_gflops;
+    record["calibration_fma_gflops"] = path_choice.fma_gflops;
+  }
+  const KernelProducts products = kernel_products(dtype, precision, path_choice.path);
+  record["qk_product"] = products.qk;
+  record["pv_product"] = products.pv;
+  record["variant"] = to_string(variant);
+  record["variant_from"] = variant_source;
   record["repeats"] = options.repeats;
   record["kept_pairs"] = stats.kept_pairs;
   record["density"] = stats.density;
@@ -233,12 +318,19 @@ void run_bench(const BenchOptions& options) {
   double load[1] = {0.0};
   if (getloadavg(load, 1) == 1) record["load_average"] = load[0];
 
-  if (modes) {
-    record["tile_seconds"] = (*modes)[0];
-    record["element_seconds"] = (*modes)[1];
-    record["bitmask_seconds"] = (*modes)[2];
-    record["element_vs_tile"] = (*modes)[1] / (*modes)[0];
-    record["bitmask_vs_tile"] = (*modes)[2] / (*modes)[0];
+  // Each alternative's median seconds and its ratio to the first
+  // ("element_vs_tile": element seconds / tile seconds).
+  for (std::size_t i = 0; i < alternatives.size(); ++i) {
+    record[alternatives[i].label + "_seconds"] = alternative_seconds[i];
+  }
+  for (std::size_t i = 1; i < alternatives.size(); ++i) {
+    record[alternatives[i].label + "_vs_" + alternatives[0].label] =
+        alternative_seconds[i] / alternative_seconds[0];
+  }
+  if (precision == Precision::kInt8 || options.ablation == "precision") {
+    const PeakMeasurement int8_peak = measure_int8_peak(threads, 0.2, context.get());
+    record["int8_peak_gops"] = int8_peak.gflops;
+    record["cpu_int8_peak_gops"] = int8_peak.cpu_gflops;
   }
 
   if (options.compare_dense) {
@@ -289,13 +381,19 @@ Command add_bench_command(CLI::App& parent) {
       "machine's one-minute load when the result was taken. The cpu_* figures are the\n"
       "same from CPU time (the process's, per thread; the peak loop's, per worker):\n"
       "on a loaded machine they stay near what a quiet one gives.\n"
-      "TILESPLASH_ISA=<name> in the environment forces a SIMD target.\n\n"
+      "product_path and product_path_reason say how bf16 was multiplied and why,\n"
+      "qk_product and pv_product what each product ran on; with --precision int8,\n"
+      "efficiency is still against the input dtype's peak (int8_peak_gops beside it).\n"
+      "TILESPLASH_ISA=<name> in the environment forces a SIMD target;\n"
+      "TILESPLASH_PRODUCT_PATH=dot|widen the bf16 product path.\n\n"
       "Examples:\n"
       "  tilesplash bench --mask causal --q-len 4096 --head-dim 128 --dtype f32\n"
       "  tilesplash bench --mask 'local:left=2048,right=2048' --q-len 16384 --head-dim 128 \\\n"
       "      --dtype bf16 --heads 2 --compare-dense --json\n"
       "  tilesplash bench --mask 'local:left=512,right=512' --q-len 16384 --head-dim 64 \\\n"
-      "      --dtype bf16 --ablation mask");
+      "      --dtype bf16 --ablation mask\n"
+      "  tilesplash bench --mask dense --q-len 8192 --head-dim 128 --dtype bf16 --threads 1 \\\n"
+      "      --ablation product-path --json");
 
   app->add_option("--mask", options->mask,
                   "Mask SPEC (see `tilesplash plan --help`), e.g. causal or\n"
@@ -333,11 +431,25 @@ Command add_bench_command(CLI::App& parent) {
       ->type_name("MODE")
       ->capture_default_str()
       ->check(mask_mode_name());
+  add_precision_option(*app, options->precision);
+  app->add_option("--product-path", options->product_path,
+                  "bf16 inputs: dot (the target's bf16 dot product), widen (to f32 for the\n"
+                  "FMA) or auto (whichever this CPU runs faster, measured once and cached)")
+      ->type_name("PATH")
+      ->capture_default_str()
+      ->check(product_path_name());
+  app->add_option("--variant", options->variant,
+                  "Kernel loop variant: rows6, rows12 or rows24 (query rows per pass over\n"
+                  "a key panel), optionally +prefetch (default: the tuned one, else rows6)")
+      ->type_name("V")
+      ->check(kernel_variant_name());
   app->add_option("--ablation", options->ablation,
-                  "mask: time the plan in all three mask modes (tile, element, bitmask),\n"
-                  "interleaved, and report each and its ratio to tile")
+                  "Time alternatives interleaved on the same plan and data and report each\n"
+                  "and its ratio to the first: mask (tile, element, bitmask), variant (every\n"
+                  "kernel loop variant), product-path (dot, widen; bf16) or precision\n"
+                  "(default, int8)")
       ->type_name("WHAT")
-      ->check(CLI::IsMember({"mask"}));
+      ->check(CLI::IsMember({"mask", "variant", "product-path", "precision"}));
   app->add_flag("--compare-dense", options->compare_dense,
                 "Also time the dense mask on the same data and blocks");
   app->add_option("--repeats", options->repeats, "Timed runs; the median is reported")

@@ -112,6 +112,34 @@ CLI::Validator mask_mode_name() {
       "");
 }
 
+CLI::Validator precision_name() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (parse_precision(text)) return {};
+        return fmt::format("expected default or int8, got '{}'", text);
+      },
+      "");
+}
+
+CLI::Validator product_path_name() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (parse_product_path(text)) return {};
+        return fmt::format("expected auto, dot or widen, got '{}'", text);
+      },
+      "");
+}
+
+CLI::Validator kernel_variant_name() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (parse_kernel_variant(text)) return {};
+        return fmt::format("expected rows6, rows12 or rows24, optionally with +prefetch, got '{}'",
+                           text);
+      },
+      "");
+}
+
 CLI::Validator method_name() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
@@ -167,6 +195,16 @@ void add_tile_options(CLI::App& app, std::int64_t& block_q, std::int64_t& block_
       ->type_name("BK")
       ->capture_default_str()
       ->transform(block_kv_value());
+}
+
+CLI::Option* add_precision_option(CLI::App& app, std::string& precision) {
+  return app
+      .add_option("--precision", precision,
+                  "default (products in the input dtype) or int8 (8-bit Q.K^T, opt-in:\n"
+                  "K smoothed, Q and K quantized per token / 64-key block, int32 sums)")
+      ->type_name("P")
+      ->capture_default_str()
+      ->check(precision_name());
 }
 
 CLI::Option* add_threads_option(CLI::App& app, std::int64_t& threads) {

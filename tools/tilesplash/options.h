@@ -43,6 +43,10 @@ CLI::Validator mask_spec();
 CLI::Validator dtype_name();
 CLI::Validator mask_mode_name();
 CLI::Validator method_name();
+// Precision, product path and kernel variant names (tilesplash/attention_args.h).
+CLI::Validator precision_name();
+CLI::Validator product_path_name();
+CLI::Validator kernel_variant_name();
 
 // ---- option groups -------------------------------------------------------
 
@@ -77,6 +81,9 @@ CLI::Option* add_head_dim_option(CLI::App& app, std::int64_t& head_dim, const st
 
 // --dtype DTYPE (f32, bf16, f16).
 CLI::Option* add_dtype_option(CLI::App& app, std::string& dtype, const std::string& what);
+
+// --precision default|int8: the kernel's products (Precision, attention_args.h).
+CLI::Option* add_precision_option(CLI::App& app, std::string& precision);
 
 // --samples R: query rows the router samples per call.
 CLI::Option* add_samples_option(CLI::App& app, std::int64_t& samples);

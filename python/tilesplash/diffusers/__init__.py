@@ -135,6 +135,7 @@ def enable(
     context: tilesplash.ThreadingContext | None = None,
     timeout: float | None = None,
     backend: str = "auto",
+    precision: str = "default",
 ) -> TilesplashHandle:
     """Run the self-attention of `target`'s video transformer(s) through tilesplash; returns a handle.
 
@@ -175,6 +176,8 @@ def enable(
     backend: "auto" (the native kernel for a CPU transformer, FlexAttention
         for one on a GPU), "cpu" or "flex" (FlexAttention on any device, the
         CPU included); see tilesplash.VideoAttention and docs/gpu.md.
+    precision: "default" or "int8" (Q.K^T in 8 bits on the native CPU kernel,
+        docs/kernel.md; not with the flex backend).
     """
     targets, scheduler = _targets(target)
     timeout = _timeout(timeout)  # checked with or without a group
@@ -198,6 +201,7 @@ def enable(
         threads=_non_negative_int(threads, "threads", maximum=tilesplash._core.MAX_THREADS),
         context=_context(context),
         backend=_backend(backend),
+        precision=_precision(precision, backend),
     )
     for _, model, spec in targets:
         check_processors(model, spec, _WHO)
@@ -282,6 +286,15 @@ def _context(context):
         raise TypeError(f"{_WHO}: context must be a tilesplash.ThreadingContext or None, got "
                         f"{type(context).__name__}")
     return context
+
+
+def _precision(value, backend) -> str:
+    if not isinstance(value, str) or value not in ("default", "int8"):
+        raise ValueError(f"{_WHO}: precision must be 'default' or 'int8'; got {value!r}")
+    if value != "default" and backend == "flex":
+        raise ValueError(f"{_WHO}: precision='int8' runs on the native CPU kernel only; the flex "
+                         "backend takes precision='default'")
+    return value
 
 
 def _backend(value) -> str:

@@ -44,12 +44,13 @@ class Settings:
     threads: int
     context: tilesplash.ThreadingContext | None = None
     backend: str = "auto"
+    precision: str = "default"
 
     def video_attention_kwargs(self, model_sink: bool) -> dict:
         return dict(method=self.method, density=self.density, density_budget=self.density_budget,
                     sink=model_sink if self.sink is None else self.sink, text_full=True,
                     samples=self.samples, force=self.force, threads=self.threads,
-                    context=self.context, backend=self.backend)
+                    context=self.context, backend=self.backend, precision=self.precision)
 
 
 class Runtime:

@@ -1,0 +1,39 @@
+// The forward of one target: which path a call runs, from its precision and,
+// for bf16 inputs, the product path resolved by make_forward_params
+// (ForwardParams::bf16_dot). Included by kernel-inl.h inside a target's
+// namespace; a target with a bf16 dot product passes its path as DotPath,
+// the others void.
+template <typename DotPath>
+void forward_paths(const ForwardParams& params, Workspace& workspace, ThreadingContext& context) {
+  const bool int8 = params.precision == Precision::kInt8;
+  if constexpr (!std::is_void_v<DotPath>) {
+    if (params.q.dtype == DType::kBF16 && params.bf16_dot) {
+      if (int8) {
+        FlashForward<Int8QkPath<DotPath>>(params).run(workspace, context);
+      } else {
+        FlashForward<DotPath>(params).run(workspace, context);
+      }
+      return;
+    }
+  }
+  if (int8) {
+    FlashForward<Int8QkPath<F32Path>>(params).run(workspace, context);
+  } else {
+    FlashForward<F32Path>(params).run(workspace, context);
+  }
+}
+
+// The operations every target exports; bf16_peak is the target's bf16 dot
+// product loop (run null where bf16 is always widened).
+template <typename DotPath>
+TargetOps target_ops_with(FmaLoop bf16_peak) {
+  TargetOps ops;
+  ops.forward = &forward_paths<DotPath>;
+  ops.f32_peak = fma_peak_loop();
+  ops.bf16_peak = bf16_peak;
+  ops.int8_peak = int8_peak_loop();
+  ops.nearest_centroid = &nearest_centroid;
+  ops.int8_dot = &int8_dot;
+  ops.int8_dot_name = int8_dot_name();
+  return ops;
+}
