@@ -113,6 +113,11 @@ TEST(OutputSet, SignalsDuringAWriteLeaveNoTemporary) {
     const pid_t child = ::fork();
     ASSERT_GE(child, 0);
     if (child == 0) {
+      // A background job of a non-interactive shell (CI's parallel test
+      // shards) inherits SIGINT ignored, and an ignored signal rightly stays
+      // ignored: give the child the disposition of a foreground process.
+      ::signal(SIGTERM, SIG_DFL);
+      ::signal(SIGINT, SIG_DFL);
       remove_temporaries_on_signals();
       OutputSet set;
       set.add_output(dir.file("o.bin"), "--out");
