@@ -91,6 +91,11 @@ function(tilesplash_apply_isa_flags sources_var)
         # functions only; the exported entry points take pointers and scalars.
         set(options ${TILESPLASH_ISA_FLAGS_avx2} -Wno-psabi
           -include ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/../tests/emulation/avx512_simde_shim.h)
+        # The shim claims AVX-512 VNNI only for the targets built with it, so
+        # the emulated avx512 target keeps its plain int8 sums, as on a CPU.
+        if("-mavx512vnni" IN_LIST TILESPLASH_ISA_FLAGS_${isa})
+          list(APPEND options -DTILESPLASH_EMULATE_AVX512VNNI=1)
+        endif()
       endif()
       list(APPEND options -ffp-contract=fast)
       set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${options}")

@@ -17,6 +17,7 @@
 
 #include "kernel/int8_quantize.h"
 #include "kernel/isa_dispatch.h"
+#include "kernel/target_list.h"
 #include "support/attention_check.h"
 #include "support/int8_reference.h"
 #include "support/random_data.h"
@@ -122,6 +123,25 @@ TEST_P(Int8DotPerTarget, ProductsAreExact) {
       }
     }
   }
+}
+
+// The products run on vpdpbusd exactly where the target's features (its
+// targets.def line) include VNNI, so ProductsAreExact checks the VNNI
+// instructions there (natively, or through SIMDe in the emulated build) and
+// the plain byte arithmetic everywhere else.
+TEST_P(Int8DotPerTarget, UsesVnniExactlyWhereTheTargetHasIt) {
+  std::string features;
+  for (const kernel::ListedTarget& listed : kernel::kListedTargets) {
+    if (GetParam() == listed.name) features = std::string(" ") + listed.features + " ";
+  }
+  ASSERT_FALSE(features.empty()) << GetParam();
+  std::string want = "plain";
+  if (features.find(" avx512vnni ") != std::string::npos) {
+    want = "vpdpbusd (AVX-512 VNNI)";
+  } else if (features.find(" avxvnni ") != std::string::npos) {
+    want = "vpdpbusd (AVX-VNNI)";
+  }
+  EXPECT_EQ(std::string(kernel::active_target().int8_dot_name), want);
 }
 
 TILESPLASH_INSTANTIATE_FOR_TARGETS(Int8DotPerTarget);

@@ -65,3 +65,8 @@ inline __m512bh cvtne2ps_pbh(__m512 a, __m512 b) {
 #define __AVX512DQ__ 1
 #define __AVX512VL__ 1
 #define __AVX512BF16__ 1
+// vpdpbusd through SIMDe's _mm512_dpbusd_epi32, for the targets compiled
+// with -mavx512vnni only (cmake/TilesplashIsa.cmake passes the flag).
+#if defined(TILESPLASH_EMULATE_AVX512VNNI)
+#define __AVX512VNNI__ 1
+#endif
