@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "support/attention_check.h"
+#include "support/kernel_case.h"
 #include "support/random_data.h"
 #include "support/targets.h"
 #include "tilesplash/mask.h"
@@ -22,30 +23,7 @@
 namespace tilesplash::test {
 namespace {
 
-struct Case {
-  std::string name;
-  Mask mask = Mask::dense();
-  std::int64_t q_len = 128;
-  std::int64_t kv_len = 128;
-  BlockSizes blocks{64, 64};
-  std::int64_t heads = 2;
-  std::int64_t d = 64;
-  std::int64_t dv = 0;  // 0: same as d
-  DType dtype = DType::kF32;
-  bool out_in_dtype = false;  // otherwise f32 output
-  MaskMode mode = MaskMode::kTile;
-  int threads = 1;
-  std::optional<float> scale = std::nullopt;
-  bool with_lse = true;
-};
-
-void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.name << " mask=" << c.mask.to_string() << " " << c.q_len << "x" << c.kv_len
-      << " blocks=" << c.blocks.block_q << "x" << c.blocks.block_kv << " heads=" << c.heads
-      << " d=" << c.d << " dv=" << (c.dv ? c.dv : c.d) << " " << to_string(c.dtype)
-      << (c.out_in_dtype ? " out=in" : " out=f32") << " mode=" << to_string(c.mode)
-      << " threads=" << c.threads;
-}
+using Case = KernelCase;
 
 class AttentionSweep : public TargetCaseTest<Case> {};
 
@@ -55,8 +33,7 @@ const std::vector<ReferenceHead>& reference_for(const Case& c, const HostTensor&
                                                 const HostTensor& k, const HostTensor& v) {
   static std::string cached_key;
   static std::vector<ReferenceHead> cached;
-  const std::string key = ::testing::PrintToString(c) +
-                          " scale=" + (c.scale ? std::to_string(*c.scale) : std::string("default"));
+  const std::string key = ::testing::PrintToString(c);
   if (key != cached_key) {
     cached_key.clear();
     cached = reference_all_heads(c.mask, q, k, v, c.scale);
@@ -67,20 +44,17 @@ const std::vector<ReferenceHead>& reference_for(const Case& c, const HostTensor&
 
 TEST_P(AttentionSweep, MatchesReference) {
   const Case& c = test_case();
-  const std::int64_t dv = c.dv ? c.dv : c.d;
   HostTensor q(c.dtype, c.heads, c.q_len, c.d);
   HostTensor k(c.dtype, c.heads, c.kv_len, c.d);
-  HostTensor v(c.dtype, c.heads, c.kv_len, dv);
+  HostTensor v(c.dtype, c.heads, c.kv_len, c.value_dim());
   q.fill_normal(11);
   k.fill_normal(22);
   v.fill_normal(33);
   const std::vector<ReferenceHead>& reference = reference_for(c, q, k, v);
   const TilePlan plan = TilePlan::build(c.mask, c.q_len, c.kv_len, c.blocks);
-  const DType out_dtype = c.out_in_dtype ? c.dtype : DType::kF32;
-  const Tolerance tol = tolerance_for(c.dtype, out_dtype);
+  const Tolerance tol = tolerance_for(c.dtype, c.out_dtype());
 
-  const Outputs o =
-      run_forward(plan, q, k, v, out_dtype, {c.scale, c.mode, c.threads, true}, c.with_lse);
+  const Outputs o = run_forward(plan, q, k, v, c.out_dtype(), c.options(), c.with_lse);
   EXPECT_TRUE(
       matches_reference(reference, o.out, c.with_lse ? o.lse.data() : nullptr, tol, v.max_abs()));
 }

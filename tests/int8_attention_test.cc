@@ -20,6 +20,7 @@
 #include "kernel/target_list.h"
 #include "support/attention_check.h"
 #include "support/int8_reference.h"
+#include "support/kernel_case.h"
 #include "support/random_data.h"
 #include "support/targets.h"
 #include "tilesplash/attention.h"
@@ -148,25 +149,7 @@ TILESPLASH_INSTANTIATE_FOR_TARGETS(Int8DotPerTarget);
 
 // ---- attention against the quantized reference ------------------------------
 
-struct Case {
-  std::string name;
-  Mask mask = Mask::dense();
-  std::int64_t q_len = 128;
-  std::int64_t kv_len = 128;
-  BlockSizes blocks{64, 64};
-  std::int64_t heads = 2;
-  std::int64_t d = 64;
-  std::int64_t dv = 0;  // 0: same as d
-  DType dtype = kF32;
-  bool out_in_dtype = false;
-  MaskMode mode = kTile;
-  int threads = 1;
-  ProductPath path = ProductPath::kWiden;
-  KernelVariant variant = {};
-  std::optional<float> scale = std::nullopt;
-};
-
-void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+using Case = KernelCase;
 
 bool target_has_dot() { return kernel::active_target().bf16_peak.run != nullptr; }
 
@@ -176,9 +159,8 @@ struct Inputs {
   HostTensor q, k, v;
 };
 Inputs make_inputs(const Case& c) {
-  const std::int64_t dv = c.dv ? c.dv : c.d;
   Inputs in{HostTensor(c.dtype, c.heads, c.q_len, c.d), HostTensor(c.dtype, c.heads, c.kv_len, c.d),
-            HostTensor(c.dtype, c.heads, c.kv_len, dv)};
+            HostTensor(c.dtype, c.heads, c.kv_len, c.value_dim())};
   in.q.fill_normal(41);
   in.k.fill_normal(42);
   in.v.fill_normal(43);
@@ -209,14 +191,9 @@ TEST_P(Int8Attention, MatchesItsQuantizedReference) {
         int8_reference_attention(c.mask, in.q.view(), in.k.view(), in.v.view(), h, c.scale));
   }
   const TilePlan plan = TilePlan::build(c.mask, c.q_len, c.kv_len, c.blocks);
-  const DType out_dtype = c.out_in_dtype ? c.dtype : kF32;
-  AttentionOptions options{c.scale, c.mode, c.threads, true};
-  options.precision = Precision::kInt8;
-  options.product_path = c.path;
-  options.variant = c.variant;
-  const Outputs o = run_forward(plan, in.q, in.k, in.v, out_dtype, options);
-  EXPECT_TRUE(matches_reference(reference, o.out, o.lse.data(), tolerance_for(c.dtype, out_dtype),
-                                in.v.max_abs()));
+  const Outputs o = run_forward(plan, in.q, in.k, in.v, c.out_dtype(), c.options(Precision::kInt8));
+  EXPECT_TRUE(matches_reference(reference, o.out, o.lse.data(),
+                                tolerance_for(c.dtype, c.out_dtype()), in.v.max_abs()));
 }
 
 Mask band_with_sink() {
@@ -247,7 +224,8 @@ std::vector<Case> cases() {
        .kv_len = 700,
        .blocks = {128, 128},
        .dtype = kBF16,
-       .out_in_dtype = true},
+       .out_in_dtype = true,
+       .path = ProductPath::kWiden},
       {.name = "band_sink_500_f16_d80_bitmask",
        .mask = band_with_sink(),
        .q_len = 500,
