@@ -219,6 +219,8 @@ def parse_args(argv):
     parser.add_argument("--prompt-tokens", type=int, default=160,
                         help="hunyuan, ltx: the prompt's real tokens, the rest of the slots padding (default 160)")
     parser.add_argument("--density", type=float, default=0.25, help="tilesplash density (default 0.25)")
+    parser.add_argument("--precision", choices=("default", "int8"), default="default",
+                        help="tilesplash's Q.K^T precision: the inputs' (default) or int8")
     parser.add_argument("--threads", type=int, default=2, help="PyTorch and tilesplash threads (default 2)")
     parser.add_argument("--repeats", type=int, default=1, help="forwards per mode; medians are reported (default 1)")
     parser.add_argument("--mode", choices=("both", "native", "tilesplash"), default="both")
@@ -273,7 +275,8 @@ def main(argv=None) -> dict:
             # One handle for the whole run (plans are built on its first call and
             # kept, as in a real denoising loop); the modes swap processors.
             handle = tilesplash.diffusers.enable(
-                model, density=args.density, dense_layers=0, dense_steps=0, threads=args.threads
+                model, density=args.density, dense_layers=0, dense_steps=0, threads=args.threads,
+                precision=args.precision,
             )
             processors["tilesplash"] = attention.processor
         for repeat in range(args.repeats):
@@ -306,6 +309,7 @@ def main(argv=None) -> dict:
         "dtype": "f32",
         "threads": args.threads,
         "density": args.density,
+        "precision": args.precision,
         "repeats": args.repeats,
         "cpu": cpu_model(),
         "isa": tilesplash.active_isa(),
@@ -351,7 +355,8 @@ def format_summary(s: dict) -> str:
     lines = [
         f"{s['benchmark']}: {s['frames']} x {s['height']} x {s['width']} = {s['video_tokens']} video tokens"
         + (f" + {s['text_tokens']} text ({s['prompt_tokens']} real)" if s["text_tokens"] else "") + ", "
-        f"{s['heads']} heads x {s['head_dim']}, f32, {s['threads']} threads, {s['cpu']} ({s['isa']}), "
+        f"{s['heads']} heads x {s['head_dim']}, f32"
+        f"{', tilesplash Q.K^T in int8' if s['precision'] == 'int8' else ''}, {s['threads']} threads, {s['cpu']} ({s['isa']}), "
         f"torch {s['torch']}, {s['repeats']} forward(s) per mode, medians",
         f"load: before [{s['uptime_before']}]",
         f"      after  [{s['uptime_after']}]",
