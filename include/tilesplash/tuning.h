@@ -63,6 +63,19 @@ struct TuneKey {
   friend bool operator==(const TuneKey&, const TuneKey&) = default;
 };
 
+// The device-independent part of every backend's tuning key: the fields of
+// TuneKey that depend on the mask and lengths only. make_tune_key takes them
+// from here, and so does the flex backend's key (python/tilesplash/_flex/
+// tuning.py, through tilesplash._core.tune_shape), so the two cannot drift.
+struct TuneShape {
+  std::string mask_family;  // mask.to_string() with numbers replaced by '#'
+  double density = 0.0;     // estimate_density, bucketed (density_bucket)
+  std::int64_t q_bucket = 0;
+  std::int64_t kv_bucket = 0;
+};
+// Throws std::invalid_argument on lengths < 1.
+TuneShape make_tune_shape(const Mask& mask, std::int64_t q_len, std::int64_t kv_len);
+
 // threads: 0 means hardware_threads(). Throws std::invalid_argument on
 // lengths or head_dim < 1 and threads < 0. For bf16 the product path is
 // choose_product_path()'s (attention.h), which may measure it once.

@@ -54,5 +54,6 @@ void bind_window(nb::module_& m);
 void bind_merge(nb::module_& m);
 void bind_clusters(nb::module_& m);
 void bind_methods(nb::module_& m);
+void bind_tuning(nb::module_& m);
 
 }  // namespace tilesplash::python

@@ -139,4 +139,5 @@ NB_MODULE(_core, m) {
   python::bind_merge(m);
   python::bind_clusters(m);
   python::bind_methods(m);
+  python::bind_tuning(m);
 }

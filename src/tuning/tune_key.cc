@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/cpu_model.h"
@@ -102,6 +103,15 @@ std::string kernel_path_key(DType dtype, Precision precision) {
   return precision == Precision::kInt8 ? "int8+" + products : products;
 }
 
+TuneShape make_tune_shape(const Mask& mask, std::int64_t q_len, std::int64_t kv_len) {
+  TuneShape shape;
+  shape.mask_family = normalise_numbers(mask.to_string());
+  shape.density = density_bucket(estimate_density(mask, q_len, kv_len));
+  shape.q_bucket = log2_bucket(q_len);
+  shape.kv_bucket = log2_bucket(kv_len);
+  return shape;
+}
+
 TuneKey make_tune_key(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
                       std::int64_t head_dim, DType dtype, int threads, Precision precision) {
   require_at_least_one(head_dim, "head_dim");
@@ -115,10 +125,11 @@ TuneKey make_tune_key(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
   key.path = kernel_path_key(dtype, precision);
   key.dtype = dtype;
   key.head_dim = head_dim;
-  key.mask_family = normalise_numbers(mask.to_string());
-  key.density = density_bucket(estimate_density(mask, q_len, kv_len));
-  key.q_bucket = log2_bucket(q_len);
-  key.kv_bucket = log2_bucket(kv_len);
+  TuneShape shape = make_tune_shape(mask, q_len, kv_len);
+  key.mask_family = std::move(shape.mask_family);
+  key.density = shape.density;
+  key.q_bucket = shape.q_bucket;
+  key.kv_bucket = shape.kv_bucket;
   key.threads = threads > 0 ? threads : hardware_threads();
   return key;
 }

@@ -3,37 +3,41 @@
 On a GPU the Triton template's tile (BLOCK_M x BLOCK_N, inside the plan's
 sparse block), pipeline stages and warps decide its speed, and the best
 choice depends on the GPU, the head dim, the dtype and how sparse the mask
-is. tune() times every candidate on random data with the compiled kernel
-and stores the fastest in a JSON cache keyed like the native tuner's keys
-(tilesplash/tuning.h: backend, device, dtype, head dim, mask family,
+is. tune() times every candidate that fits the device's shared memory
+(options.py) on random data with the compiled kernel and stores the fastest
+in a JSON cache keyed like the native tuner's keys (tilesplash/tuning.h:
+backend, device, dtype, head dim, and the core's TuneShape: mask family,
 density bucket, length buckets) plus the sparse block; attention calls read
 it and never tune by themselves. On the CPU there is nothing to choose (the
 C++ template takes no such options): the lookup answers None.
+
+The file is shared by processes: every store re-reads it under an exclusive
+lock on a file beside it and replaces it atomically, so concurrent tuners
+lose no entry; an entry that is not a valid record is ignored with a warning
+naming the file, as the native tuning cache does.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
-import re
 import tempfile
 import time
+import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
+from .options import LADDER, check_options, device_limits, fits, shared_memory_estimate
+
 FORMAT_VERSION = 1
 
-CANDIDATES = (
-    {"BLOCK_M": 128, "BLOCK_N": 64, "num_stages": 3, "num_warps": 8},
-    {"BLOCK_M": 128, "BLOCK_N": 128, "num_stages": 2, "num_warps": 8},
-    {"BLOCK_M": 128, "BLOCK_N": 64, "num_stages": 2, "num_warps": 4},
-    {"BLOCK_M": 64, "BLOCK_N": 64, "num_stages": 3, "num_warps": 4},
-    {"BLOCK_M": 64, "BLOCK_N": 128, "num_stages": 3, "num_warps": 4},
-    {"BLOCK_M": 128, "BLOCK_N": 32, "num_stages": 4, "num_warps": 4},
-)
-"""Every kernel_options the tuner tries (tiles must divide the sparse block)."""
+CANDIDATES = tuple(dict(o) for o in LADDER)
+"""Every kernel_options the tuner may try; tune() keeps those that fit the device and
+whose tile divides the sparse block."""
 
 _loaded: dict[str, dict] = {}
 
@@ -55,43 +59,73 @@ def device_name(device) -> str:
     return device.type
 
 
-def density_bucket(density: float) -> float:
-    """The native tuner's bucket: the nearest 0.01 below 0.05, else the nearest 0.05."""
-    step = 0.01 if density < 0.05 else 0.05
-    return round(round(density / step) * step, 2)
-
-
 def tune_key(device, mask, q_len, kv_len, head_dim, dtype, block) -> str:
-    from .tables import plan_tables
+    """The cache key of one call shape: the device's fields here, the mask's and the
+    lengths' from the core (tilesplash._core.tune_shape), as the native tuner keys them."""
+    from .. import _core
+    from .._mask import as_mask
 
-    tables = plan_tables(mask, q_len, kv_len, block[0], block[1])
-    density = tables.kept_pairs / float(q_len * kv_len) if tables.kept_pairs >= 0 else 1.0
-    fields = {
+    fields = dict(_core.tune_shape(as_mask(mask)._core, int(q_len), int(kv_len)))
+    fields.update({
         "backend": "flex",
         "device": device_name(device),
         "torch": torch.__version__.split("+")[0],
         "dtype": str(dtype).removeprefix("torch."),
         "head_dim": int(head_dim),
-        "mask_family": re.sub(r"-?\d+(\.\d+)?", "#", str(mask)),
-        "density": density_bucket(density),
-        "q_bucket": int(math.log2(q_len)),
-        "kv_bucket": int(math.log2(kv_len)),
+        "density": round(fields["density"], 2),
         "block": f"{block[0]}x{block[1]}",
-    }
+    })
     return json.dumps(fields, sort_keys=True)
+
+
+def _valid_entry(entry) -> bool:
+    if not isinstance(entry, dict) or not isinstance(entry.get("kernel_options"), dict):
+        return False
+    try:
+        check_options(entry["kernel_options"])
+    except ValueError:
+        return False
+    return True
+
+
+def _read(path: Path) -> dict:
+    """The valid entries of the file (empty when it is missing); a file or entry that
+    cannot be used is ignored with a warning naming the file."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return {}
+    except OSError as error:
+        warnings.warn(f"tilesplash: flex tuning cache {path} cannot be read ({error}); ignored",
+                      RuntimeWarning, stacklevel=3)
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError:
+        warnings.warn(f"tilesplash: flex tuning cache {path} is corrupt; ignored (tune again "
+                      f"to replace it)", RuntimeWarning, stacklevel=3)
+        return {}
+    if not isinstance(data, dict) or data.get("version") != FORMAT_VERSION or not isinstance(
+            data.get("entries"), dict):
+        warnings.warn(f"tilesplash: flex tuning cache {path} is not a version-{FORMAT_VERSION} "
+                      f"cache; ignored", RuntimeWarning, stacklevel=3)
+        return {}
+    entries = {}
+    for key, entry in data["entries"].items():
+        if _valid_entry(entry):
+            entries[key] = {"kernel_options": dict(entry["kernel_options"]),
+                            "seconds": entry.get("seconds")}
+        else:
+            warnings.warn(f"tilesplash: flex tuning cache {path}: entry {key[:120]!r} is not a "
+                          f"valid record ({str(entry)[:80]}); ignored", RuntimeWarning,
+                          stacklevel=3)
+    return entries
 
 
 def _entries(path: Path) -> dict:
     key = str(path)
     if key not in _loaded:
-        entries = {}
-        try:
-            data = json.loads(path.read_text())
-            if data.get("version") == FORMAT_VERSION and isinstance(data.get("entries"), dict):
-                entries = data["entries"]
-        except (OSError, ValueError, AttributeError):
-            entries = {}
-        _loaded[key] = entries
+        _loaded[key] = _read(path)
     return _loaded[key]
 
 
@@ -99,9 +133,9 @@ _keys: dict = {}
 
 
 def kernel_options_for(device, mask, q_len, kv_len, head_dim, dtype, block):
-    """The cached kernel options for this call's shape on this device, else None
-    (FlexAttention's own defaults). Always None on the CPU. The key of a shape
-    is computed once per process; the file is read once per process."""
+    """The tuned kernel options cached for this call's shape on this device, else None
+    (run_flex then chooses options that fit the device). Always None on the CPU. The
+    key of a shape is computed once per process; the file is read once per process."""
     if torch.device(device).type == "cpu":
         return None
     memo = (str(device), mask, q_len, kv_len, head_dim, dtype, tuple(block))
@@ -112,16 +146,36 @@ def kernel_options_for(device, mask, q_len, kv_len, head_dim, dtype, block):
     return None if entry is None else dict(entry["kernel_options"])
 
 
+@contextmanager
+def _locked(path: Path):
+    """An exclusive flock on `path`.lock for the block (released if the process dies)."""
+    with open(f"{path}.lock", "a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
 def store(key: str, kernel_options: dict, seconds: float, path: Path | None = None) -> None:
+    """Adds one entry: the file re-read under the lock, merged, replaced atomically."""
+    kernel_options = check_options(kernel_options)
     path = cache_path() if path is None else path
     path.parent.mkdir(parents=True, exist_ok=True)
-    _loaded.pop(str(path), None)
-    entries = dict(_entries(path))
-    entries[key] = {"kernel_options": kernel_options, "seconds": seconds}
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(handle, "w") as f:
-        json.dump({"version": FORMAT_VERSION, "entries": entries}, f, indent=1, sort_keys=True)
-    os.replace(temporary, path)
+    with _locked(path):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # what cannot be read was reported when loaded
+            entries = _read(path)
+        entries[key] = {"kernel_options": kernel_options, "seconds": seconds}
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        try:
+            with os.fdopen(handle, "w") as f:
+                json.dump({"version": FORMAT_VERSION, "entries": entries}, f, indent=1,
+                          sort_keys=True)
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
     _loaded[str(path)] = entries
 
 
@@ -130,13 +184,25 @@ def _synchronize(device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _unusable(options, limits, block, head_dim, dtype_bytes) -> str | None:
+    """Why a candidate is not timed on this device, or None."""
+    if block[0] % options["BLOCK_M"] or block[1] % options["BLOCK_N"]:
+        return f"its tile does not divide the sparse block {block[0]}x{block[1]}"
+    if limits is not None and not fits(options, limits, head_dim, dtype_bytes):
+        need = shared_memory_estimate(options, head_dim, dtype_bytes)
+        return (f"needs about {need} bytes of shared memory; {limits.name} gives "
+                f"{limits.shared_memory}")
+    return None
+
+
 def tune(mask, q_len, kv_len=None, *, heads=1, head_dim=128, dtype=torch.bfloat16, device="cuda",
          block_size=128, candidates=None, repeats=3, save=True) -> dict:
-    """Times every candidate kernel_options on random data and (save=True) stores the fastest.
+    """Times every candidate kernel_options that fits the device on random data and
+    (save=True) stores the fastest.
 
-    Returns {"key", "best" (the options), "results": [{"kernel_options", "seconds" or
-    "error"}]}. A candidate the compiler or the GPU refuses (shared memory) is
-    reported with its error and skipped.
+    Returns {"key", "best" (the options), "results": [{"kernel_options", "seconds",
+    "skipped" (why it was not timed) or "error"}]}. A candidate the compiler or the
+    GPU still refuses is reported with its error and not stored.
     """
     from .kernel import run_flex
     from .masks import block_mask_for
@@ -148,25 +214,33 @@ def tune(mask, q_len, kv_len=None, *, heads=1, head_dim=128, dtype=torch.bfloat1
     q, k, v = (torch.randn(shape[:2] + (n, head_dim), generator=generator).to(device, dtype)
                for n in (q_len, kv_len, kv_len))
     block_mask = block_mask_for(mask, q_len, kv_len, block[0], block[1], q.device)
+    limits = device_limits(q.device)
     results = []
     for options in candidates or CANDIDATES:
+        options = check_options(options, "candidates")
+        reason = _unusable(options, limits, block, head_dim, q.element_size())
+        if reason is not None:
+            results.append({"kernel_options": options, "skipped": reason})
+            continue
         try:
-            run_flex(q, k, v, block_mask, None, compile=True, kernel_options=options)
+            run = lambda: run_flex(q, k, v, block_mask, None, compile=True,  # noqa: E731
+                                   kernel_options=options, fallback=False)
+            run()
             _synchronize(device)
             best = math.inf
             for _ in range(max(1, repeats)):
                 start = time.perf_counter()
-                run_flex(q, k, v, block_mask, None, compile=True, kernel_options=options)
+                run()
                 _synchronize(device)
                 best = min(best, time.perf_counter() - start)
-            results.append({"kernel_options": dict(options), "seconds": best})
+            results.append({"kernel_options": options, "seconds": best})
         except Exception as error:  # noqa: BLE001 - a refused candidate is a result, not a failure
-            results.append({"kernel_options": dict(options), "error": f"{type(error).__name__}: "
-                                                                        f"{str(error)[:200]}"})
+            results.append({"kernel_options": options, "error": f"{type(error).__name__}: "
+                                                                 f"{str(error)[:200]}"})
     timed = [r for r in results if "seconds" in r]
     if not timed:
-        raise RuntimeError(f"tilesplash.flex.tune: every candidate failed; first: "
-                           f"{results[0]['error']}")
+        first = next((r.get("error") or r.get("skipped") for r in results), "no candidates")
+        raise RuntimeError(f"tilesplash.flex.tune: no candidate ran; first: {first}")
     best = min(timed, key=lambda r: r["seconds"])
     key = tune_key(q.device, mask, q_len, kv_len, head_dim, dtype, block)
     if save:
