@@ -1,7 +1,8 @@
 // tilesplash._core.plan() and TilePlan: a MaskPlan (video_plan.h) from the
 // shared plan cache, its CLI fields as a dict, its tile kinds as a NumPy
-// uint8 array, and its block-sparse arrays (block_sparse.h) as NumPy arrays,
-// the bitmask table a view that keeps the plan alive.
+// uint8 array, its block-sparse arrays (block_sparse.h) as NumPy arrays,
+// the bitmask table a view that keeps the plan alive, and its rows as
+// intervals (row_intervals.h).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -14,6 +15,7 @@
 #include "bindings.h"
 #include "tilesplash/block_sparse.h"
 #include "tilesplash/plan_cache.h"
+#include "tilesplash/row_intervals.h"
 #include "tilesplash/video_plan.h"
 
 namespace tilesplash::python {
@@ -81,6 +83,21 @@ nb::dict plan_block_sparse(const MaskPlan& mask_plan) {
   return result;
 }
 
+// (starts, ends), int32 [count, q_len] each, or None when a row needs more.
+nb::object plan_row_intervals(const MaskPlan& mask_plan, std::int64_t max_intervals) {
+  std::optional<RowIntervals> rows;
+  {
+    nb::gil_scoped_release release;
+    rows = row_intervals(*mask_plan.plan, max_intervals);
+  }
+  if (!rows) return nb::none();
+  const auto shape = [&](nb::ndarray<nb::numpy, std::int32_t, nb::ndim<1>> flat) {
+    return flat.cast().attr("reshape")(rows->count, rows->q_len);
+  };
+  return nb::make_tuple(shape(owned_array(std::move(rows->starts))),
+                        shape(owned_array(std::move(rows->ends))));
+}
+
 }  // namespace
 
 void bind_plan(nb::module_& m) {
@@ -96,7 +113,8 @@ void bind_plan(nb::module_& m) {
       .def_prop_ro("kv_blocks", [](const MaskPlan& p) { return p.plan->num_kv_blocks(); })
       .def("stats", &plan_stats)
       .def("kinds", &plan_kinds)
-      .def("block_sparse", &plan_block_sparse);
+      .def("block_sparse", &plan_block_sparse)
+      .def("row_intervals", &plan_row_intervals, "max_intervals"_a);
 
   m.def(
       "plan",

@@ -164,6 +164,14 @@ class TilePlan:
         arrays["bits"].setflags(write=False)  # the plan's memory (an empty table is a fresh array)
         return arrays
 
+    def row_intervals(self, max_intervals: int = 4):
+        """Each query row's kept keys as at most `max_intervals` intervals: (starts, ends),
+        int32 [max_intervals, q_len], row q keeping k iff starts[i, q] <= k < ends[i, q]
+        for some i (unused intervals are [0, 0)); None when some row needs more. Exact on
+        every in-range pair (read off the plan's tiles); what a GPU mask function loads
+        per row instead of gathering a bitmask per pair."""
+        return self._plan.row_intervals(check_int(max_intervals, "max_intervals", 1))
+
     def __repr__(self) -> str:
         s = self.stats()
         return (f"TilePlan({s['mask']!r}, {s['q_len']} x {s['kv_len']}, tiles "

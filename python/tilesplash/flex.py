@@ -3,17 +3,23 @@
     import tilesplash.flex
     bm = tilesplash.flex.block_mask("spatial:frames=21,height=30,width=52,density=0.25,sink",
                                     32760, device="cuda")
-    out = torch.compile(flex_attention)(q, k, v, block_mask=bm)
+    options = tilesplash.flex.kernel_options(q, bm)   # Triton options that fit this GPU
+    out = torch.compile(flex_attention)(q, k, v, block_mask=bm, kernel_options=options)
 
     out = tilesplash.attention(q_cuda, k_cuda, v_cuda, mask=spec)      # backend="auto": flex
     out = tilesplash.attention(q_cpu, k_cpu, v_cpu, mask=spec, backend="flex")
 
 A BlockMask holds a plan's structure (empty tiles absent, full tiles without
-mask_mod, partial tiles with it) and one generic mask_mod that reads the
-plan's tile table and deduplicated bitmask table, exact on every pair, so
-eager FlexAttention (which calls mask_mod everywhere) is exact too. Building
+mask_mod, partial tiles with it) and a mask_mod exact on every pair, so eager
+FlexAttention (which calls mask_mod everywhere) is exact too: per-row key
+intervals where each row keeps a few runs of keys (bands, causal, sinks,
+text), else the plan's tile table and deduplicated bitmask table. Building
 one from a plan takes milliseconds where create_block_mask evaluates the mask
-on every pair (bench/flex_plans.py). docs/gpu.md describes the backend.
+on every pair (bench/flex_plans.py). The table mask_mod gathers per pair,
+which costs the Triton template shared memory: PyTorch's default kernel
+options do not fit it on every GPU, so pass `kernel_options(q, bm)` when
+calling FlexAttention directly (tilesplash's own calls choose them, and step
+down when a GPU still refuses). docs/gpu.md describes the backend.
 Importing this module imports torch.
 """
 
@@ -22,6 +28,12 @@ from __future__ import annotations
 from ._flex.kernel import RECOMPILE_LIMIT, compiled_flex, run_flex
 from ._flex.masks import block_mask_for, clear_caches as _clear_masks, table_mask_mod
 from ._flex.tables import clear_cache as _clear_tables
+from ._flex.options import (
+    choices as _choices,
+    device_limits as _device_limits,
+    mask_mod_kind as _mask_mod_kind,
+    used as _used,
+)
 from ._flex.tuning import CANDIDATES, cache_path, kernel_options_for, tune
 from ._mask import as_mask
 from ._tensors import check_int
@@ -34,7 +46,9 @@ __all__ = [
     "cache_path",
     "clear_caches",
     "compiled_flex",
+    "kernel_options",
     "kernel_options_for",
+    "kernel_options_used",
     "run_flex",
     "table_mask_mod",
     "tune",
@@ -42,7 +56,7 @@ __all__ = [
 
 
 def block_mask(mask, q_len, kv_len=None, *, block_size=128, device=None, q_offset=0, kv_offset=0,
-               q_total=None, kv_total=None):
+               q_total=None, kv_total=None, mask_mod="auto"):
     """A torch.nn.attention.flex_attention.BlockMask for a tilesplash mask.
 
     mask: a SPEC string or tilesplash.Mask (one BlockMask of shape [1, 1, ...]
@@ -53,8 +67,11 @@ def block_mask(mask, q_len, kv_len=None, *, block_size=128, device=None, q_offse
     default (a multiple of the Triton kernel's BLOCK_M / BLOCK_N on GPUs);
     device: where the BlockMask's tensors live (default: the CPU). The window
     arguments plan a window of a larger map, as tilesplash.attention's.
-    Cached by (masks, lengths, block, window, device): asking again costs a
-    dictionary look-up.
+    mask_mod: "auto" (the per-row mask_mod where every row keeps at most 4 runs
+    of keys — bands, causal, local, sinks, text — else the bitmask table),
+    "rows" (ValueError where the rows do not allow it) or "table".
+    Cached by (masks, lengths, block, window, device, mask_mod): asking again
+    costs a dictionary look-up.
     """
     import torch
 
@@ -72,7 +89,32 @@ def block_mask(mask, q_len, kv_len=None, *, block_size=128, device=None, q_offse
         block_q = block_kv = check_int(block_size, "block_size", 1)
     window = window_args(q_len, kv_len, q_offset, kv_offset, q_total, kv_total)
     device = torch.device("cpu") if device is None else torch.device(device)
-    return block_mask_for(masks, q_len, kv_len, block_q, block_kv, device, window, per_head)
+    return block_mask_for(masks, q_len, kv_len, block_q, block_kv, device, window, per_head,
+                          mask_mod)
+
+
+def kernel_options(q, block_mask=None, *, block_size=128):
+    """FlexAttention kernel_options that fit q's GPU for a tilesplash BlockMask (sized for
+    its mask_mod: block_mask's kind, or the table's when None), q's head dim and dtype and
+    the sparse block (block_mask's, else block_size); None off CUDA (nothing to choose).
+    q: a torch tensor [..., d]. Calls through tilesplash choose these themselves."""
+    kind = _mask_mod_kind(block_mask)
+    if block_mask is not None:
+        block_size = tuple(int(b) for b in block_mask.BLOCK_SIZE)
+    if isinstance(block_size, (tuple, list)):
+        block = tuple(check_int(b, "block_size", 1) for b in block_size)
+    else:
+        block = (check_int(block_size, "block_size", 1),) * 2
+    if len(block) != 2:
+        raise ValueError(f"block_size: expected an int or (block_q, block_kv), got {block_size!r}")
+    return _choices(_device_limits(q.device), int(q.shape[-1]), q.element_size(), block, kind)[0]
+
+
+def kernel_options_used() -> list:
+    """[(context, kernel_options)] of the compiled FlexAttention calls this process ran:
+    context is (GPU name, head dim, dtype, mask_mod kind, sparse block); options the
+    Triton options that ran there (None: PyTorch's own choice, e.g. on the CPU)."""
+    return _used()
 
 
 def clear_caches() -> None:

@@ -2,11 +2,22 @@
 
 A BlockMask has the plan's structure already: empty tiles absent, full tiles
 in full_kv_* (no mask function called), partial tiles in kv_* with a
-mask_mod. What a plan adds is the mask_mod: one generic function,
-`table_mask_mod`, reads the tile kind and the bitmask table of the plan of
-the query's head and is exact on every pair, not only inside partial tiles
-(eager FlexAttention ignores the block lists and calls mask_mod on every
-pair). Heads that run the same mask share one plan's tables: a layer whose
+mask_mod. What a plan adds is the mask_mod, exact on every pair, not only
+inside partial tiles (eager FlexAttention ignores the block lists and calls
+mask_mod on every pair). Two kinds, chosen per BlockMask:
+
+- `row_mask_mod` ("rows", where every plan's rows are at most ROW_INTERVALS
+  runs of keys: bands, causal, local, sinks, text rows and columns): loads
+  each query row's intervals and compares the key index with them. Indexed by
+  the query alone, its loads are [BLOCK_M] vectors in the Triton template,
+  so it costs about what an analytic mask_mod costs;
+- `table_mask_mod` ("table", every other mask: svg2 clusters, random, any
+  SPEC tree): reads the tile kind and the bitmask table, a [BLOCK_M, BLOCK_N]
+  gather per pipeline stage, which is why its kernel options must leave room
+  for it (options.py).
+
+Each BlockMask made here carries its kind (options.mask_mod_kind reads it);
+run_flex sizes the kernel options for it. Heads that run the same mask share one plan's tables: a layer whose
 40 heads run two masks holds two tile tables, not forty, and a `head_plan`
 vector maps each head to its tables.
 
@@ -23,7 +34,8 @@ import numpy as np
 import torch
 from torch.nn.attention.flex_attention import BlockMask
 
-from .tables import FULL, PARTIAL_BASE, PlanTables, plan_tables
+from .options import MASK_MOD_TAG, ROWS, TABLE
+from .tables import FULL, PARTIAL_BASE, ROW_INTERVALS, PlanTables, plan_tables
 
 _DEVICE_CACHE: OrderedDict = OrderedDict()
 _MASK_CACHE: OrderedDict = OrderedDict()
@@ -60,10 +72,30 @@ def table_mask_mod(head_plan, tiles, words, block_q: int, block_kv: int, head_st
     return mask_mod
 
 
+def row_mask_mod(head_plan, starts, ends, q_len: int, head_step: int):
+    """The per-row mask_mod: starts, ends int32 [plans, ROW_INTERVALS, q_len]; the key
+    is kept when it lies in one of its row's intervals [start, end)."""
+    count = int(starts.shape[1])
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        plan = head_plan[h * head_step]
+        row = torch.clamp(q_idx, max=q_len - 1)  # padding rows of a ragged last block
+        keep = (kv_idx >= starts[plan, 0, row]) & (kv_idx < ends[plan, 0, row])
+        for i in range(1, count):
+            keep = keep | ((kv_idx >= starts[plan, i, row]) & (kv_idx < ends[plan, i, row]))
+        return keep
+
+    return mask_mod
+
+
+MASK_MOD_CHOICES = ("auto", ROWS, TABLE)
+
+
 class DeviceTables:
     """One plan's tables on one device."""
 
-    __slots__ = ("host", "partial_num", "partial_idx", "full_num", "full_idx", "tiles", "words")
+    __slots__ = ("host", "partial_num", "partial_idx", "full_num", "full_idx", "tiles", "words",
+                 "row_starts", "row_ends")
 
     def __init__(self, host: PlanTables, device):
         self.host = host
@@ -74,6 +106,9 @@ class DeviceTables:
         self.full_idx = put(host.full_idx)
         self.tiles = put(host.tiles)
         self.words = put(host.words)
+        rows = host.row_starts is not None
+        self.row_starts = put(host.row_starts) if rows else None
+        self.row_ends = put(host.row_ends) if rows else None
 
 
 def _lru_get(cache: OrderedDict, key):
@@ -99,13 +134,17 @@ def device_tables(mask, q_len, kv_len, block_q, block_kv, window, device) -> Dev
     return found
 
 
-def assemble(plans: list, head_plan, block_q: int, block_kv: int, q_len: int, kv_len: int,
-             device, per_head: bool) -> BlockMask:
-    """A BlockMask from distinct plans' DeviceTables and each head's plan index.
+def _padded_stack(plans, name: str, device):
+    """[power of two >= len(plans), ...] of one per-plan tensor (zeros beyond)."""
+    first = getattr(plans[0], name)
+    out = torch.zeros((_power_of_two(len(plans)),) + tuple(first.shape), dtype=first.dtype,
+                      device=device)
+    for i, p in enumerate(plans):
+        out[i] = getattr(p, name)
+    return out
 
-    per_head False: one plan for every head (arrays [1, 1, ...]); else
-    [1, H, ...] with head h running plans[head_plan[h]].
-    """
+
+def _table_mod(plans, head_table, block_q, block_kv, head_step, device):
     words_rows, bases = 0, []
     for p in plans:
         bases.append(words_rows)
@@ -119,6 +158,18 @@ def assemble(plans: list, head_plan, block_q: int, block_kv: int, q_len: int, kv
         if p.words.shape[0]:
             words[base:base + p.words.shape[0]] = p.words
         tiles[i] = torch.where(p.tiles >= PARTIAL_BASE, p.tiles + base, p.tiles)
+    return table_mask_mod(head_table, tiles, words, block_q, block_kv, head_step)
+
+
+def assemble(plans: list, head_plan, block_q: int, block_kv: int, q_len: int, kv_len: int,
+             device, per_head: bool, mask_mod: str = "auto") -> BlockMask:
+    """A BlockMask from distinct plans' DeviceTables and each head's plan index.
+
+    per_head False: one plan for every head (arrays [1, 1, ...]); else
+    [1, H, ...] with head h running plans[head_plan[h]]. mask_mod "auto": the
+    per-row mask_mod when every plan has row intervals, else the table's.
+    """
+    first = plans[0]
     if per_head:
         index = torch.as_tensor(np.asarray(head_plan, dtype=np.int64), device=device)
         stack = lambda name: torch.stack([getattr(p, name) for p in plans])[index][None]  # noqa: E731
@@ -128,22 +179,37 @@ def assemble(plans: list, head_plan, block_q: int, block_kv: int, q_len: int, kv
         head_step = 0
     head_table = torch.as_tensor(np.asarray(head_plan if per_head else [0], dtype=np.int32),
                                  device=device)
-    mask_mod = table_mask_mod(head_table, tiles, words, block_q, block_kv, head_step)
+    rows = mask_mod != TABLE and all(p.row_starts is not None for p in plans)
+    if mask_mod == ROWS and not rows:
+        raise ValueError(f"mask_mod: 'rows' needs every row to keep at most {ROW_INTERVALS} "
+                         f"runs of keys; this mask has more (use 'auto' or 'table')")
+    if rows:
+        function = row_mask_mod(head_table, _padded_stack(plans, "row_starts", device),
+                                _padded_stack(plans, "row_ends", device), q_len, head_step)
+    else:
+        function = _table_mod(plans, head_table, block_q, block_kv, head_step, device)
     extra = {"compute_q_blocks": False} if _COMPUTE_Q_BLOCKS else {}
-    return BlockMask.from_kv_blocks(
+    block_mask = BlockMask.from_kv_blocks(
         stack("partial_num"), stack("partial_idx"), stack("full_num"), stack("full_idx"),
-        BLOCK_SIZE=(block_q, block_kv), mask_mod=mask_mod, seq_lengths=(q_len, kv_len), **extra)
+        BLOCK_SIZE=(block_q, block_kv), mask_mod=function, seq_lengths=(q_len, kv_len), **extra)
+    setattr(block_mask, MASK_MOD_TAG, ROWS if rows else TABLE)
+    return block_mask
 
 
 def block_mask_for(masks, q_len: int, kv_len: int, block_q: int, block_kv: int, device,
-                   window=(0, 0, 0, 0), per_head: bool | None = None) -> BlockMask:
+                   window=(0, 0, 0, 0), per_head: bool | None = None,
+                   mask_mod: str = "auto") -> BlockMask:
     """The cached BlockMask of one mask (every head) or a per-head list of masks
     (None for a head that keeps nothing: its output is 0 and its LSE -inf, at no
-    cost in compiled FlexAttention, which visits no tile of it)."""
+    cost in compiled FlexAttention, which visits no tile of it). mask_mod: "auto"
+    (per-row where the rows allow it), "rows" or "table"."""
+    if mask_mod not in MASK_MOD_CHOICES:
+        raise ValueError(f"mask_mod: expected one of {MASK_MOD_CHOICES}, got {mask_mod!r}")
     if per_head is None:
         per_head = isinstance(masks, (list, tuple))
     heads = list(masks) if per_head else [masks]
-    key = (tuple(heads), per_head, q_len, kv_len, block_q, block_kv, tuple(window), str(device))
+    key = (tuple(heads), per_head, q_len, kv_len, block_q, block_kv, tuple(window), str(device),
+           mask_mod)
     found = _lru_get(_MASK_CACHE, key)
     if found is not None:
         return found
@@ -151,7 +217,7 @@ def block_mask_for(masks, q_len: int, kv_len: int, block_q: int, block_kv: int, 
     head_plan = [distinct.setdefault(m, len(distinct)) for m in heads]
     plans = [device_tables(m, q_len, kv_len, block_q, block_kv, window, device) for m in distinct]
     return _lru_put(_MASK_CACHE, key, assemble(plans, head_plan, block_q, block_kv, q_len, kv_len,
-                                               device, per_head))
+                                               device, per_head, mask_mod))
 
 
 def clear_caches() -> None:

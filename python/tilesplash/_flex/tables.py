@@ -13,6 +13,10 @@ in a small LRU cache:
   bit j of word w of row r keeps query q0 + r and key k0 + 32 w + j (the
   plan's uint64 words split in halves, low half first; int32 because every
   FlexAttention backend handles 32-bit integer shifts).
+- where every row keeps at most ROW_INTERVALS runs of keys (bands, causal
+  and local masks, sinks, text rows and columns), the rows as intervals
+  [ROW_INTERVALS, q_len] int32 (TilePlan.row_intervals): what the cheaper
+  per-row mask_mod of masks.py loads.
 
 NumPy only: the device copies live in _flex.masks.
 """
@@ -29,6 +33,8 @@ from .._attention import plan as _plan
 
 FULL = 1
 PARTIAL_BASE = 2
+ROW_INTERVALS = 4
+"""Intervals per row of the per-row mask_mod (a fixed count: one compiled kernel)."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,8 @@ class PlanTables:
     words: np.ndarray  # int32 [distinct, block_q, 2 * words_per_row]
     kept_pairs: int
     build_seconds: float
+    row_starts: np.ndarray | None = None  # int32 [ROW_INTERVALS, q_len], or None
+    row_ends: np.ndarray | None = None
 
     @property
     def q_blocks(self) -> int:
@@ -67,8 +75,10 @@ def _padded_lists(offsets: np.ndarray, indices: np.ndarray, q_blocks: int, kv_bl
     return counts, padded, (np.repeat(np.arange(q_blocks), counts) if indices.size else None)
 
 
-def tables_from_arrays(arrays: dict, kept_pairs: int = -1, build_seconds: float = 0.0) -> PlanTables:
-    """PlanTables from the dict TilePlan.block_sparse() returns."""
+def tables_from_arrays(arrays: dict, kept_pairs: int = -1, build_seconds: float = 0.0,
+                       rows=None) -> PlanTables:
+    """PlanTables from the dict TilePlan.block_sparse() returns (and, where the rows
+    are few intervals, TilePlan.row_intervals()'s (starts, ends))."""
     q_blocks, kv_blocks = int(arrays["q_blocks"]), int(arrays["kv_blocks"])
     partial_num, partial_idx, partial_rows = _padded_lists(
         arrays["partial_offsets"], arrays["partial_indices"], q_blocks, kv_blocks)
@@ -84,9 +94,10 @@ def tables_from_arrays(arrays: dict, kept_pairs: int = -1, build_seconds: float 
         bits = bits.byteswap()
     words = np.ascontiguousarray(bits).view(np.int32).reshape(
         bits.shape[0], int(arrays["block_q"]), 2 * int(arrays["words_per_row"]))
+    starts, ends = (None, None) if rows is None else rows
     return PlanTables(int(arrays["q_len"]), int(arrays["kv_len"]), int(arrays["block_q"]),
                       int(arrays["block_kv"]), partial_num, partial_idx, full_num, full_idx,
-                      tiles, words, int(kept_pairs), float(build_seconds))
+                      tiles, words, int(kept_pairs), float(build_seconds), starts, ends)
 
 
 def empty_tables(q_len: int, kv_len: int, block_q: int, block_kv: int) -> PlanTables:
@@ -95,8 +106,9 @@ def empty_tables(q_len: int, kv_len: int, block_q: int, block_kv: int) -> PlanTa
     zeros = np.zeros((q_blocks, kv_blocks), dtype=np.int32)
     counts = np.zeros(q_blocks, dtype=np.int32)
     words = np.zeros((0, block_q, 2 * -(-block_kv // 64)), dtype=np.int32)
+    no_rows = np.zeros((ROW_INTERVALS, q_len), dtype=np.int32)
     return PlanTables(q_len, kv_len, block_q, block_kv, counts, zeros, counts, zeros, zeros,
-                      words, 0, 0.0)
+                      words, 0, 0.0, no_rows, no_rows)
 
 
 _CACHE: OrderedDict = OrderedDict()
@@ -119,7 +131,8 @@ def plan_tables(mask, q_len: int, kv_len: int, block_q: int, block_kv: int,
     plan = _plan(mask, q_len, kv_len, block_q, block_kv, q_offset=q_offset, kv_offset=kv_offset,
                  q_total=q_total or None, kv_total=kv_total or None, original_order=True)
     stats = plan.stats()
-    tables = tables_from_arrays(plan.block_sparse(), stats["kept_pairs"], stats["build_seconds"])
+    tables = tables_from_arrays(plan.block_sparse(), stats["kept_pairs"], stats["build_seconds"],
+                                plan.row_intervals(ROW_INTERVALS))
     _CACHE[key] = tables
     while len(_CACHE) > _CAPACITY:
         _CACHE.popitem(last=False)
