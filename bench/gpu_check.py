@@ -3,20 +3,28 @@
     python bench/gpu_check.py                       # on a CUDA GPU (what gpu_check.sh runs)
     python bench/gpu_check.py --device cpu --tiny   # dry run: every part, tiny shapes, eager
 
-(a) Wan 2.1 480p (12 heads) and 720p (40 heads), d 128, bf16: dense SDPA (its
-    flash backend) against tilesplash at 25% density, routed (VideoAttention on
-    the CUDA tensors: the router, permuted temporal heads, the sink merged), same run;
+(band) one 25% band |q - k| <= W over Wan 480p's 32,760 tokens, 12 heads, d 128,
+    bf16: dense SDPA's flash and cuDNN backends (the faster is "dense"),
+    FlexAttention with create_block_mask's BlockMask of the analytic band, and
+    tilesplash.attention(mask=local(W, W)) on the same tensors (its per-row
+    mask_mod), and the same plan with the bitmask-table mask_mod, same run;
+(a) Wan 2.1 480p (12 heads) and 720p (40 heads), d 128, bf16: dense SDPA against
+    tilesplash at 25% density, routed (VideoAttention on the CUDA tensors: the
+    router, permuted temporal heads, the sink merged), routing and attention apart;
 (b) the BlockMasks of those routed layers built from tilesplash's plans against
     create_block_mask(_compile=True, warm) on the same masks, block lists compared;
-(c) one Wan 2.1 1.3B block at 480p (random weights): diffusers native against
-    tilesplash.diffusers.enable().
-Times are medians of `--repeats` runs after a warm-up (compiles included in
-the warm-up, reported apart), with the device synchronised.
+(c) one Wan 2.1 1.3B block at 480p and 720p (random weights): diffusers native
+    against tilesplash.diffusers.enable(), and the compiles a 10-step run of it makes.
+Times are medians of `--repeats` runs after a warm-up (compiles included in the
+warm-up, reported apart as first-call seconds), with the device synchronised.
+"kernel_options" lists the FlexAttention options tilesplash chose and ran.
+Each part is guarded: a failing part records its error and the others still run.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import pathlib
@@ -35,6 +43,8 @@ from block_mask_compare import same_lists  # noqa: E402
 
 WAN = {"480p": (21, 30, 52, 12), "720p": (21, 45, 80, 40)}
 TINY = {"480p": (4, 6, 8, 3), "720p": (4, 8, 10, 4)}
+BLOCK_LATENTS = {"480p": (21, 60, 104), "720p": (21, 90, 160)}  # Wan 1.3B's latent grids
+TINY_BLOCK_LATENTS = {"480p": (4, 12, 16), "720p": (4, 16, 20)}
 
 
 def sync(device):
@@ -72,6 +82,79 @@ def analytic_mask_mod(geometry, band, kinds, device):
     return mask_mod
 
 
+def compiles() -> int:
+    """Graphs dynamo has compiled so far in this process (each is one kernel compile)."""
+    return int(torch._dynamo.utils.counters["stats"]["unique_graphs"])
+
+
+def sdpa_backends(device):
+    """{name: context manager factory} of the dense SDPA backends to time."""
+    if device.type != "cuda":
+        return {"default": contextlib.nullcontext}
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    found = {"flash": lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION)}
+    if hasattr(SDPBackend, "CUDNN_ATTENTION"):
+        found["cudnn"] = lambda: sdpa_kernel(SDPBackend.CUDNN_ATTENTION)
+    return found
+
+
+def dense_sdpa(qt, kt, vt, device, repeats):
+    """{backend: ms} of dense SDPA on [B, H, N, d] tensors, and the fastest as "dense"."""
+    result = {}
+    for name, context in sdpa_backends(device).items():
+        def run(context=context):
+            with context():
+                return torch.nn.functional.scaled_dot_product_attention(qt, kt, vt)
+        try:
+            result[f"sdpa_{name}_ms"] = 1e3 * timed(run, device, repeats)[0]
+        except RuntimeError as error:  # a backend this GPU or dtype lacks
+            result[f"sdpa_{name}_error"] = str(error).splitlines()[0][:200]
+    times = {k: v for k, v in result.items() if k.endswith("_ms")}
+    result["dense"] = min(times, key=times.get).removesuffix("_ms").removeprefix("sdpa_")
+    result["dense_ms"] = min(times.values())
+    return result
+
+
+def band_part(shape, device, dtype, repeats):
+    """One 25% band: dense SDPA, FlexAttention + create_block_mask, tilesplash (flex)."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    frames, height, width, heads = shape
+    n = frames * height * width
+    d = 128 if device.type == "cuda" else 32
+    band = round(n * (1 - math.sqrt(0.75)))  # keeps ~25% of the map
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, heads, n, d, generator=gen).to(device, dtype) for _ in range(3))
+    result = {"tokens": n, "heads": heads, "head_dim": d, "band": band}
+    result.update(dense_sdpa(q, k, v, device, repeats))
+    mask = tilesplash.Mask.local(band, band)
+    result["density"] = tilesplash.plan(mask, n, block_q=128, block_kv=128).stats()["density"]
+    theirs = create_block_mask(lambda b, h, i, j: (i - j).abs() <= band, 1, 1, n, n,
+                               device=device, BLOCK_SIZE=128, _compile=device.type == "cuda")
+    compiled = torch.compile(flex_attention, dynamic=False, fullgraph=True)
+    flex = lambda: compiled(q, k, v, block_mask=theirs)  # noqa: E731
+    if device.type == "cuda":
+        result["flex_create_block_mask_ms"], result["flex_first_call_s"] = (
+            lambda t: (1e3 * t[0], t[1]))(timed(flex, device, repeats))
+    before = compiles()
+    ours = lambda: tilesplash.attention(q, k, v, mask=mask, backend="flex")  # noqa: E731
+    ours_s, ours_first = timed(ours, device, repeats)
+    result.update({"tilesplash_ms": 1e3 * ours_s, "tilesplash_first_call_s": ours_first,
+                   "tilesplash_compiles": compiles() - before,
+                   "speedup_vs_dense": result["dense_ms"] / (1e3 * ours_s)})
+    # the same plan with the bitmask-table mask_mod (what masks with no row form run)
+    table_bm = tilesplash.flex.block_mask(mask, n, device=device, mask_mod="table")
+    table_s, table_first = timed(lambda: tilesplash.flex.run_flex(q, k, v, table_bm, None,
+                                                                  return_lse=False),
+                                 device, repeats)
+    result.update({"tilesplash_table_ms": 1e3 * table_s,
+                   "tilesplash_table_first_call_s": table_first})
+    if "flex_create_block_mask_ms" in result:
+        result["tilesplash_vs_flex"] = 1e3 * ours_s / result["flex_create_block_mask_ms"]
+    return result
+
+
 def routed_layer(name, shape, device, dtype, repeats, compile_masks):
     frames, height, width, heads = shape
     g = tilesplash.VideoGeometry(frames, height, width)
@@ -79,37 +162,23 @@ def routed_layer(name, shape, device, dtype, repeats, compile_masks):
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, n, heads, d, generator=gen).to(device, dtype) for _ in range(3))
     layer = tilesplash.VideoAttention(g, density=0.25, sink=True, backend="flex")
-    backend = "flash"
-    try:
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-
-        kernel = sdpa_kernel(SDPBackend.FLASH_ATTENTION) if device.type == "cuda" else None
-    except ImportError:  # pragma: no cover
-        kernel = None
-    if kernel is None:
-        backend = "default"
     qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
-
-    def dense():
-        if kernel is not None:
-            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-                return torch.nn.functional.scaled_dot_product_attention(qt, kt, vt)
-        return torch.nn.functional.scaled_dot_product_attention(qt, kt, vt)
-
     report = {}
 
     def sparse():
         report["last"] = layer(q, k, v, layer=1, step=5)[1]
 
     with torch.no_grad():
-        sdpa, sdpa_first = timed(dense, device, repeats)
+        dense = dense_sdpa(qt, kt, vt, device, repeats)
+        before = compiles()
         ours, ours_first = timed(sparse, device, repeats)
     r = report["last"]
     choices = [h["choice"] for h in r["heads"]]
     result = {
         "tokens": n, "heads": heads, "head_dim": d, "dtype": str(dtype).removeprefix("torch."),
-        "sdpa_backend": backend, "sdpa_ms": 1e3 * sdpa, "tilesplash_ms": 1e3 * ours,
-        "speedup": sdpa / ours, "tilesplash_first_call_s": ours_first,
+        **dense, "sdpa_ms": dense["dense_ms"], "tilesplash_ms": 1e3 * ours,
+        "speedup": dense["dense_ms"] / (1e3 * ours), "tilesplash_first_call_s": ours_first,
+        "tilesplash_compiles": compiles() - before,
         "routing_ms": 1e3 * r["routing_seconds"], "attention_ms": 1e3 * r["attention_seconds"],
         "choices": {c: choices.count(c) for c in sorted(set(choices))},
         "density": statistics.mean(h["density"] for h in r["heads"]),
@@ -133,7 +202,10 @@ def routed_layer(name, shape, device, dtype, repeats, compile_masks):
     return result, result_b
 
 
-def wan_block(device, dtype, tiny, repeats):
+def wan_block(device, dtype, latent, tiny, repeats, steps=10):
+    """One Wan 2.1 1.3B block (random weights) on `latent` (frames, height, width):
+    native attention against enable(density=0.25), and the compiles a `steps`-step
+    run of the enabled block makes (new routing choices are new data, not kernels)."""
     from diffusers import WanTransformer3DModel
 
     import tilesplash.diffusers as tsd
@@ -141,32 +213,39 @@ def wan_block(device, dtype, tiny, repeats):
     if tiny:
         config = dict(num_attention_heads=2, attention_head_dim=32, in_channels=4, out_channels=4,
                       text_dim=32, freq_dim=32, ffn_dim=64, rope_max_seq_len=64)
-        latent, text_tokens = (4, 12, 16), 8
+        text_tokens = 8
     else:  # Wan 2.1 1.3B's configuration, one block
         config = dict(num_attention_heads=12, attention_head_dim=128, in_channels=16,
                       out_channels=16, text_dim=4096, freq_dim=256, ffn_dim=8960,
                       cross_attn_norm=True, qk_norm="rms_norm_across_heads", eps=1e-6,
                       rope_max_seq_len=1024)
-        latent, text_tokens = (21, 60, 104), 512
+        text_tokens = 512
     torch.manual_seed(0)
     model = WanTransformer3DModel(patch_size=(1, 2, 2), num_layers=1, **config)
     model = model.to(device, dtype).eval()
     gen = torch.Generator().manual_seed(1)
     hidden = torch.randn(1, config["in_channels"], *latent, generator=gen).to(device, dtype)
     text = torch.randn(1, text_tokens, config["text_dim"], generator=gen).to(device, dtype)
-    timestep = torch.full((1,), 500.0, device=device)
 
-    def run():
+    def run(t=500.0):
         with torch.no_grad():
-            return model(hidden_states=hidden, timestep=timestep, encoder_hidden_states=text,
-                         return_dict=False)[0]
+            return model(hidden_states=hidden, timestep=torch.full((1,), t, device=device),
+                         encoder_hidden_states=text, return_dict=False)[0]
 
     native_s, _ = timed(run, device, repeats)
     native = run()
-    handle = tsd.enable(model, density=0.25, dense_layers=0, backend="flex")
+    before = compiles()
+    handle = tsd.enable(model, density=0.25, dense_layers=0, dense_steps=0, backend="flex")
     try:
-        ours_s, ours_first = timed(run, device, repeats)
-        sparse = run()
+        step_seconds = []
+        for step in range(steps):  # a denoising run: a new timestep starts each step
+            start = time.perf_counter()
+            run(1000.0 - 100.0 * step)
+            sync(device)
+            step_seconds.append(time.perf_counter() - start)
+        run_compiles = compiles() - before
+        ours_s, _ = timed(lambda: run(1000.0 - 100.0 * (steps - 1)), device, repeats)
+        sparse = run(1000.0 - 100.0 * (steps - 1))
         choices = [h["choice"] for h in handle.report()[-1]["heads"]]
     finally:
         handle.remove()
@@ -174,8 +253,10 @@ def wan_block(device, dtype, tiny, repeats):
     error = float((sparse.float() - native.float()).abs().max() / native.float().abs().max())
     return {"tokens": latent[0] * latent[1] // 2 * latent[2] // 2, "native_ms": 1e3 * native_s,
             "enable_ms": 1e3 * ours_s, "speedup": native_s / ours_s,
-            "enable_first_call_s": ours_first, "choices": {c: choices.count(c)
-                                                            for c in sorted(set(choices))},
+            "enable_first_call_s": step_seconds[0], "steps": steps,
+            "compiles_in_steps": run_compiles,
+            "later_step_ms": [round(1e3 * t, 3) for t in step_seconds[1:]],
+            "choices": {c: choices.count(c) for c in sorted(set(choices))},
             "relative_difference_to_native": error, "remove_restores_bits": restored}
 
 
@@ -186,7 +267,8 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--pytest-summary", default=None,
                         help="the gpu-marked tests' summary line, copied into the JSON")
-    parser.add_argument("--skip", default="", help="comma-separated parts to skip: a, b, c")
+    parser.add_argument("--skip", default="",
+                        help="comma-separated parts to skip: band, a, b, c")
     parser.add_argument("--partial", default=None,
                         help="rewrite this file with the JSON so far after every part (what "
                              "survives a run stopped by its time limit)")
@@ -197,6 +279,13 @@ def main(argv=None):
             with open(args.partial, "w") as f:
                 json.dump(out, f, indent=1, default=str)
 
+    def guarded(function, *arguments):
+        """One part's result, or its error: one failed part must not hide the others."""
+        try:
+            return function(*arguments)
+        except Exception as error:  # noqa: BLE001
+            return {"error": f"{type(error).__name__}: {str(error)[:2000]}"}
+
     device = torch.device(args.device)
     dtype = torch.bfloat16
     out = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
@@ -205,26 +294,30 @@ def main(argv=None):
     skip = set(filter(None, args.skip.split(",")))
     shapes = TINY if args.tiny else WAN
     compile_masks = device.type == "cuda" or not args.tiny
+    out["band"] = ("skipped" if "band" in skip else
+                   guarded(band_part, shapes["480p"], device, dtype, args.repeats))
+    checkpoint()
     for part in ("a", "b"):
         out[part] = {} if part not in skip else "skipped"
     if "a" not in skip or "b" not in skip:
         for name, shape in shapes.items():
-            try:
-                a, b = routed_layer(name, shape, device, dtype, args.repeats, compile_masks)
-            except Exception as error:  # noqa: BLE001 - one failed part must not hide the others
-                a = b = {"error": f"{type(error).__name__}: {error}"}
+            result = guarded(routed_layer, name, shape, device, dtype, args.repeats,
+                             compile_masks)
+            a, b = (result, result) if isinstance(result, dict) else result
             if isinstance(out["a"], dict):
                 out["a"][name] = a
             if isinstance(out["b"], dict):
                 out["b"][name] = b
             checkpoint()
-    if "c" in skip:
-        out["c"] = "skipped"
-    else:
-        try:
-            out["c"] = wan_block(device, dtype, args.tiny, max(1, args.repeats // 2))
-        except Exception as error:  # noqa: BLE001
-            out["c"] = {"error": f"{type(error).__name__}: {error}"}
+    out["c"] = {} if "c" not in skip else "skipped"
+    if "c" not in skip:
+        latents = TINY_BLOCK_LATENTS if args.tiny else BLOCK_LATENTS
+        for name, latent in latents.items():
+            out["c"][name] = guarded(wan_block, device, dtype, latent, args.tiny,
+                                     max(1, args.repeats // 2))
+            checkpoint()
+    out["kernel_options"] = [{"context": list(map(str, context)), "options": options}
+                             for context, options in tilesplash.flex.kernel_options_used()]
     json.dump(out, sys.stdout, indent=1, default=lambda x: None if isinstance(x, float) and
               math.isnan(x) else str(x))
     print()

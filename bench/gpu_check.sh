@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check, one command on a CUDA machine with PyTorch and Triton already
-# installed and no network (about 5 minutes on one H200; under 8):
+# installed and no network, bounded to 6 minutes: the build, the GPU tests
+# (stopped at GPU_TESTS_TIMEOUT, 90 s) and the measurements (stopped at
+# GPU_CHECK_TIMEOUT, 210 s, printing the parts measured so far):
 #
 #   bash bench/gpu_check.sh                 # from the repository root
 #
@@ -10,13 +12,16 @@
 #    system has none; bench/gpu_prepare.sh makes .gpu/ where there is network);
 # 2. installs diffusers from .gpu/wheels when the machine lacks it (part c);
 # 3. runs the GPU-marked tests (pytest -m gpu) and keeps their summary line;
-# 4. prints one JSON object (bench/gpu_check.py): (a) Wan 2.1 480p / 720p dense
-#    SDPA against tilesplash 25% routed, (b) BlockMask building from plans
-#    against create_block_mask, (c) one Wan 2.1 1.3B block, native against
-#    enable(). With $OUT set, the JSON and the logs are also written there.
+# 4. prints one JSON object (bench/gpu_check.py): (band) one 25% band, dense
+#    SDPA flash and cuDNN against FlexAttention with create_block_mask's
+#    BlockMask and tilesplash; (a) Wan 2.1 480p / 720p dense SDPA against
+#    tilesplash 25% routed; (b) BlockMask building from plans against
+#    create_block_mask; (c) one Wan 2.1 1.3B block at 480p and 720p, native
+#    against enable(), with the compiles of a 10-step run; the kernel options
+#    chosen. With $OUT set, the JSON and the logs are also written there.
 #
 # Environment: PYTHON (default python3), BUILD (default build-gpu),
-# GPU_CHECK_SKIP (e.g. "c"), GPU_CHECK_ARGS (more arguments for gpu_check.py,
+# GPU_CHECK_SKIP (e.g. "c" or "band,b"), GPU_CHECK_ARGS (more arguments for gpu_check.py,
 # e.g. "--device cpu --tiny" for a dry run on a machine without a GPU).
 set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -26,6 +31,13 @@ build=${BUILD:-build-gpu}
 logs=${OUT:-/tmp/gpu_check}
 mkdir -p "$logs"
 say() { printf 'gpu_check: %s\n' "$*" >&2; }
+# Stops before the measurements still print one JSON object, naming the stage.
+stop() {
+  say "$2"
+  printf '{"error": "%s", "stage": "%s", "seconds": %d}\n' "${2//\"/\'}" "$1" \
+    "$(( $(date +%s) - started ))" | tee "$logs/gpu_check.json"
+  exit 2
+}
 started=$(date +%s)
 
 # -- 1. build ---------------------------------------------------------------------------------
@@ -35,8 +47,7 @@ if ! echo '#include <nlohmann/json.hpp>' | c++ -x c++ -std=c++20 -fsyntax-only -
     prefix=(-DCMAKE_PREFIX_PATH="$repo/.gpu/prefix")
     say "nlohmann-json from .gpu/prefix"
   else
-    say "nlohmann-json is missing: run bench/gpu_prepare.sh where there is network and carry .gpu"
-    exit 2
+    stop build "nlohmann-json is missing: run bench/gpu_prepare.sh where there is network and carry .gpu"
   fi
 fi
 generator=()
@@ -48,15 +59,15 @@ if ! cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DTILESPLASH_BUILD_PYTHON=ON -DPython_EXECUTABLE="$(command -v "$py")" "${prefix[@]}" \
     >"$logs/cmake.log" 2>&1; then
   tail -30 "$logs/cmake.log" >&2
-  exit 2
+  stop build "cmake failed (log: $logs/cmake.log)"
 fi
 if ! grep -q "Python extension: building" "$logs/cmake.log"; then
   grep "Python extension" "$logs/cmake.log" >&2
-  exit 2
+  stop build "the Python extension cannot be built here (log: $logs/cmake.log)"
 fi
 if ! cmake --build "$build" -j "$(nproc)" --target tilesplash_python >"$logs/build.log" 2>&1; then
   tail -30 "$logs/build.log" >&2
-  exit 2
+  stop build "the build failed (log: $logs/build.log)"
 fi
 export PYTHONPATH="$repo/$build/python${PYTHONPATH:+:$PYTHONPATH}"
 say "built in $(( $(date +%s) - started )) s"
@@ -72,10 +83,11 @@ if ! "$py" -c "import diffusers" 2>/dev/null; then
     GPU_CHECK_SKIP="${GPU_CHECK_SKIP:+$GPU_CHECK_SKIP,}c"
   }
 fi
-"$py" -c "import tilesplash, tilesplash.flex; print('gpu_check: tilesplash', tilesplash.__version__)" >&2 || exit 2
+"$py" -c "import tilesplash, tilesplash.flex; print('gpu_check: tilesplash', tilesplash.__version__)" >&2 ||
+  stop import "import tilesplash failed"
 
 # -- 3. the GPU-marked tests ------------------------------------------------------------------
-timeout "${GPU_TESTS_TIMEOUT:-200}" "$py" -m pytest -q -p no:cacheprovider -m gpu tests/python -rs \
+timeout "${GPU_TESTS_TIMEOUT:-90}" "$py" -m pytest -q -p no:cacheprovider -m gpu tests/python -rs \
   >"$logs/pytest_gpu.log" 2>&1
 tests_rc=$?  # 124: stopped at its time limit
 summary=$(grep -E "(passed|failed|skipped|error|no tests ran)" "$logs/pytest_gpu.log" | tail -1)
@@ -86,7 +98,7 @@ fi
 
 # -- 4. the measurements ----------------------------------------------------------------------
 # shellcheck disable=SC2086
-timeout "${GPU_CHECK_TIMEOUT:-270}" "$py" bench/gpu_check.py --pytest-summary "rc $tests_rc: $summary" \
+timeout "${GPU_CHECK_TIMEOUT:-210}" "$py" bench/gpu_check.py --pytest-summary "rc $tests_rc: $summary" \
   --skip "${GPU_CHECK_SKIP:-}" --partial "$logs/gpu_check.partial.json" ${GPU_CHECK_ARGS:-} \
   >"$logs/gpu_check.json"
 rc=$?

@@ -8,18 +8,29 @@
 # Then give .gpu to the device call's `carry`:
 #   run(command="bash bench/gpu_check.sh", carry=[".gpu"], timeout_s=540)
 set -euo pipefail
+# Under pipefail a reader that stops early (grep -m1, head) kills the writer with
+# SIGPIPE and the script with 141 and no word: no such pipelines here, and any
+# failure names its line.
+trap 'echo "gpu_prepare: failed (status $?) at line $LINENO: $BASH_COMMAND" >&2' ERR
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out="$repo/.gpu"
 mkdir -p "$out/prefix/include" "$out/prefix/share/cmake" "$out/wheels"
-header=$(echo '#include <nlohmann/json.hpp>' | c++ -x c++ -E -H - 2>&1 >/dev/null | grep -m1 'nlohmann/json.hpp' | awk '{print $2}')
+# The header the compiler finds: the preprocessor's include trace, read whole.
+trace=$(echo '#include <nlohmann/json.hpp>' | c++ -x c++ -E -H - 2>&1 >/dev/null || true)
+header=$(awk '/nlohmann\/json\.hpp$/ { print $2; exit }' <<<"$trace")
 if [ -z "$header" ]; then
   echo "gpu_prepare: nlohmann/json.hpp not found here (scripts/setup installs nlohmann-json3-dev)" >&2
   exit 1
 fi
 cp -r "$(dirname "$header")" "$out/prefix/include/"
-config=$(dirname "$(find /usr/share/cmake /usr/lib/cmake /usr/local/share/cmake /usr/local/lib/cmake \
-  -name nlohmann_jsonConfig.cmake 2>/dev/null | head -1)")
-cp -r "$config" "$out/prefix/share/cmake/"
+configs=$(find /usr/share/cmake /usr/lib/cmake /usr/local/share/cmake /usr/local/lib/cmake \
+  -name nlohmann_jsonConfig.cmake 2>/dev/null || true)
+config=$(awk 'NR == 1' <<<"$configs")
+if [ -z "$config" ]; then
+  echo "gpu_prepare: nlohmann_jsonConfig.cmake not found here (scripts/setup installs nlohmann-json3-dev)" >&2
+  exit 1
+fi
+cp -r "$(dirname "$config")" "$out/prefix/share/cmake/"
 py="${PYTHON:-$repo/.venv/bin/python}"
 [ -x "$py" ] || py=python3
 # pure-Python wheels: the same files for any Python 3 on any platform

@@ -37,9 +37,62 @@ def test_gpu_check_dry_run_covers_every_part():
         assert a["sdpa_ms"] > 0 and a["tilesplash_ms"] > 0 and sum(a["choices"].values()) == a[
             "heads"]
         assert b["same_block_lists"] is True and b["from_plans_ms"] > 0
-    c = result["c"]
-    assert "error" not in c, c
-    assert c["remove_restores_bits"] is True and c["enable_ms"] > 0
+    band = result["band"]
+    assert "error" not in band, band
+    assert band["dense_ms"] > 0 and band["tilesplash_ms"] > 0 and 0.2 < band["density"] < 0.3
+    for name in ("480p", "720p"):
+        c = result["c"][name]
+        assert "error" not in c, c
+        assert c["remove_restores_bits"] is True and c["enable_ms"] > 0 and c["steps"] == 10
+        assert c["compiles_in_steps"] >= 0 and len(c["later_step_ms"]) == 9
+    assert isinstance(result["kernel_options"], list)
+
+
+def test_gpu_prepare_survives_a_chatty_compiler_under_pipefail(tmp_path):
+    """The H200 run: `c++ -E -H` printed so much that `grep -m1` closed the pipe and
+    the script died with status 141 and no message. A fake compiler prints 200,000
+    include lines (the header among the first), a fake Python stands in for pip."""
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "gpu_prepare.sh").write_text((BENCH / "gpu_prepare.sh").read_text())
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    headers = subprocess.run(["bash", "-c", "echo '#include <nlohmann/json.hpp>' | "
+                              "c++ -x c++ -E -H - 2>&1 >/dev/null"], capture_output=True,
+                             text=True).stdout
+    real = next((line.split()[1] for line in headers.splitlines()
+                 if line.rstrip().endswith("nlohmann/json.hpp")), None)
+    if real is None:
+        pytest.skip("nlohmann-json's headers are not installed here")
+    (fake / "c++").write_text(f"""#!/bin/bash
+cat >/dev/null
+echo ". {real}" >&2
+for i in $(seq 200000); do echo ".. /usr/include/c++/12/bits/header_$i.h" >&2; done
+""")
+    (fake / "python").write_text("""#!/bin/bash
+while [ $# -gt 0 ]; do if [ "$1" = -d ]; then mkdir -p "$2"; touch "$2/x-1-py3-none-any.whl"; fi; shift; done
+""")
+    for script in fake.iterdir():
+        script.chmod(0o755)
+    env = {"PATH": f"{fake}:/usr/bin:/bin", "PYTHON": str(fake / "python")}
+    done = subprocess.run(["bash", str(tmp_path / "bench" / "gpu_prepare.sh")], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / ".gpu" / "prefix" / "include" / "nlohmann" / "json.hpp").exists()
+    assert "gpu_prepare: .gpu is ready" in done.stdout
+
+
+def test_gpu_prepare_fails_loudly(tmp_path):
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "gpu_prepare.sh").write_text((BENCH / "gpu_prepare.sh").read_text())
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "c++").write_text("#!/bin/bash\ncat >/dev/null\necho 'fatal error: no such file' >&2\n"
+                              "exit 1\n")
+    (fake / "c++").chmod(0o755)
+    done = subprocess.run(["bash", str(tmp_path / "bench" / "gpu_prepare.sh")],
+                          env={"PATH": f"{fake}:/usr/bin:/bin"}, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 1 and "nlohmann/json.hpp not found" in done.stderr
 
 
 def test_gpu_check_script_parses():
