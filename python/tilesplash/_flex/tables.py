@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._attention import plan as _plan
+from .. import _core
+from .._window import window_core
 
 FULL = 1
 PARTIAL_BASE = 2
@@ -118,8 +119,8 @@ _CAPACITY = 64
 def plan_tables(mask, q_len: int, kv_len: int, block_q: int, block_kv: int,
                 window=(0, 0, 0, 0)) -> PlanTables:
     """The tables of `mask` (a tilesplash.Mask) planned exactly as given on the
-    original order (a window of it when window[2] is not 0), cached; None: a
-    plan that keeps nothing."""
+    original order (a window of it when window[2] is not 0; window as
+    _window.window_args returns it), cached; None: a plan that keeps nothing."""
     if mask is None:
         return empty_tables(q_len, kv_len, block_q, block_kv)
     key = (mask, q_len, kv_len, block_q, block_kv, tuple(window))
@@ -127,9 +128,11 @@ def plan_tables(mask, q_len: int, kv_len: int, block_q: int, block_kv: int,
     if found is not None:
         _CACHE.move_to_end(key)
         return found
-    q_offset, kv_offset, q_total, kv_total = window
-    plan = _plan(mask, q_len, kv_len, block_q, block_kv, q_offset=q_offset, kv_offset=kv_offset,
-                 q_total=q_total or None, kv_total=kv_total or None, original_order=True)
+    # The core's plan of the mask exactly as given (original order), not the public
+    # tilesplash.plan: the arguments were checked by the caller, and the flex layer sits
+    # below the public face.
+    plan = _core.plan(window_core(mask, q_len, kv_len, tuple(window)), q_len, kv_len, block_q,
+                      block_kv, True)
     stats = plan.stats()
     tables = tables_from_arrays(plan.block_sparse(), stats["kept_pairs"], stats["build_seconds"],
                                 plan.row_intervals(ROW_INTERVALS))
