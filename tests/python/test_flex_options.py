@@ -171,7 +171,7 @@ def _inputs(dtype=torch.bfloat16, n=300, d=128):
 
 def test_run_flex_on_a_refusing_gpu_runs_the_next_choice(monkeypatch):
     q, k, v = _inputs()
-    bm = tilesplash.flex.block_mask(Mask.local(64, 64), 300, device="cpu")
+    bm = tilesplash.flex.block_mask(Mask.local(64, 64), 300, device="cpu", mask_mod="table")
     expected, _ = kernel.run_flex(q, k, v, bm, None, compile=False, return_lse=False)
     # the model's first choice for the H200 is refused too: one step further down
     calls = _inject_h200(monkeypatch, lambda o: o["BLOCK_M"] == 128 and o["BLOCK_N"] == 64)
@@ -181,11 +181,16 @@ def test_run_flex_on_a_refusing_gpu_runs_the_next_choice(monkeypatch):
     calls.clear()
     kernel.run_flex(q, k, v, bm, None, compile=True, return_lse=False)
     assert calls == [_o(128, 32, 3, 4)]  # no second failed compile
+    # a per-row BlockMask starts from PyTorch's own default (None), sized for index masks
+    calls.clear()
+    rows = tilesplash.flex.block_mask(Mask.local(64, 64), 300, device="cpu")
+    out, _ = kernel.run_flex(q, k, v, rows, None, compile=True, return_lse=False)
+    assert calls == [None] and torch.equal(out, expected)
 
 
 def test_given_options_that_do_not_fit_warn_and_step_down(monkeypatch):
     q, k, v = _inputs()
-    bm = tilesplash.flex.block_mask(Mask.causal(), 300, device="cpu")
+    bm = tilesplash.flex.block_mask(Mask.causal(), 300, device="cpu", mask_mod="table")
     calls = _inject_h200(monkeypatch, lambda o: o["num_stages"] == 3 and o["BLOCK_N"] == 64)
     with pytest.warns(RuntimeWarning, match="do not fit this GPU"):
         kernel.run_flex(q, k, v, bm, None, compile=True, return_lse=False,
