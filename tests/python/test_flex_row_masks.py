@@ -116,3 +116,20 @@ def test_kernel_options_follow_the_block_masks_kind():
     assert tilesplash.flex.kernel_options(q, rows) is None  # CPU: nothing to choose
     h200 = options.DeviceLimits("H200", (9, 0), 232_448)
     assert options.choices(h200, 128, 2, (128, 128), options.mask_mod_kind(rows))[0] is None
+
+
+@pytest.mark.parametrize("mask_mod", ["rows", "table"])
+def test_a_new_routing_choice_keeps_the_table_shapes(mask_mod):
+    """Heads that switch between one, two and three masks from one step to the next give
+    mask_mods whose tensors have the same shapes: no recompile of the compiled kernel."""
+    n = G.tokens
+    spatial = Mask.spatial(G, density=0.3, sink=True, text_full=True)
+    local, causal = Mask.local(30, 30), Mask.causal()
+    shapes = set()
+    for heads in ([spatial] * 4, [spatial, local, spatial, local], [spatial, local, causal, local]):
+        bm = tilesplash.flex.block_mask(heads, n, device="cpu", mask_mod=mask_mod)
+        closure = dict(zip(bm.mask_mod.__code__.co_freevars,
+                           (c.cell_contents for c in bm.mask_mod.__closure__)))
+        shapes.add(tuple((name, tuple(t.shape)) for name, t in sorted(closure.items())
+                         if isinstance(t, torch.Tensor) and name != "words"))
+    assert len(shapes) == 1, shapes

@@ -21,9 +21,10 @@ run_flex sizes the kernel options for it. Heads that run the same mask share one
 40 heads run two masks holds two tile tables, not forty, and a `head_plan`
 vector maps each head to its tables.
 
-The tables are padded to powers of two (plans, distinct partial tiles) so
-that a compiled FlexAttention sees few distinct table shapes: a new mask of
-the same lengths seldom recompiles it.
+The tables are padded (plans to at least MIN_PLANS, then powers of two;
+distinct partial tiles to powers of two) so that a compiled FlexAttention
+sees few distinct table shapes: a new routing choice of the same lengths is
+new data, not a new kernel.
 """
 
 from __future__ import annotations
@@ -45,6 +46,16 @@ _COMPUTE_Q_BLOCKS = "compute_q_blocks" in BlockMask.from_kv_blocks.__code__.co_v
 
 def _power_of_two(n: int) -> int:
     return 1 << max(0, int(n) - 1).bit_length()
+
+
+MIN_PLANS = 4
+"""Plan tables are stacked at least this deep (then by powers of two): a routed layer
+holds one plan per candidate in use plus the empty one, so whether a step's heads use
+one candidate or three, the compiled kernel sees the same shapes and does not recompile."""
+
+
+def _plan_slots(count: int) -> int:
+    return max(MIN_PLANS, _power_of_two(count))
 
 
 def table_mask_mod(head_plan, tiles, words, block_q: int, block_kv: int, head_step: int):
@@ -137,7 +148,7 @@ def device_tables(mask, q_len, kv_len, block_q, block_kv, window, device) -> Dev
 def _padded_stack(plans, name: str, device):
     """[power of two >= len(plans), ...] of one per-plan tensor (zeros beyond)."""
     first = getattr(plans[0], name)
-    out = torch.zeros((_power_of_two(len(plans)),) + tuple(first.shape), dtype=first.dtype,
+    out = torch.zeros((_plan_slots(len(plans)),) + tuple(first.shape), dtype=first.dtype,
                       device=device)
     for i, p in enumerate(plans):
         out[i] = getattr(p, name)
@@ -152,7 +163,7 @@ def _table_mod(plans, head_table, block_q, block_kv, head_step, device):
     first = plans[0]
     words = torch.zeros((_power_of_two(max(words_rows, 1)),) + tuple(first.words.shape[1:]),
                         dtype=torch.int32, device=device)
-    tiles = torch.zeros((_power_of_two(len(plans)),) + tuple(first.tiles.shape),
+    tiles = torch.zeros((_plan_slots(len(plans)),) + tuple(first.tiles.shape),
                         dtype=torch.int32, device=device)
     for i, (p, base) in enumerate(zip(plans, bases)):
         if p.words.shape[0]:
