@@ -115,17 +115,19 @@ def test_per_head_block_mask_shares_plans_of_equal_masks(mask_mod, table):
     a = Mask.spatial(G0, band=5, sink=True)
     b = Mask.temporal(G0, band=5, sink=True)
     n = G0.tokens
-    bm = tilesplash.flex.block_mask([a, b, a, a], n, block_size=16, mask_mod=mask_mod)
-    assert bm.kv_num_blocks.shape == (1, 4, n // 16)
+    which = [0, 1, 0, 0, 1, 0, 0, 0]
+    bm = tilesplash.flex.block_mask([(a, b)[i] for i in which], n, block_size=16,
+                                    mask_mod=mask_mod)
+    assert bm.kv_num_blocks.shape == (1, 8, n // 16)
     keeps = [mask_matrix(m, n, n) for m in (a, b)]
-    for head, which in enumerate([0, 1, 0, 0]):
-        check_block_lists(bm, head, keeps[which], 16, 16)
-    assert np.array_equal(evaluate_mask_mod(bm, 4, n, n), np.stack([keeps[i] for i in (0, 1, 0, 0)]))
-    # the mask_mod reads one table per distinct plan (tile table or row intervals), not one
-    # per head
+    for head, i in enumerate(which):
+        check_block_lists(bm, head, keeps[i], 16, 16)
+    assert np.array_equal(evaluate_mask_mod(bm, 8, n, n), np.stack([keeps[i] for i in which]))
+    # the mask_mod reads one table per distinct plan (tile table or row intervals; stacked
+    # at least 4 deep so that routing choices do not recompile), not one per head
     closure = dict(zip(bm.mask_mod.__code__.co_freevars,
                        (c.cell_contents for c in bm.mask_mod.__closure__)))
-    assert closure[table].shape[0] == 2 and closure["head_plan"].tolist() == [0, 1, 0, 0]
+    assert closure[table].shape[0] == 4 and closure["head_plan"].tolist() == which
 
 
 def _torch_dtype(name):
