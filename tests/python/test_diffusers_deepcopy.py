@@ -28,13 +28,17 @@ def test_a_deep_copy_runs_like_the_original_on_its_own_handle(method):
     model = tiny_wan()
     handle = tsd.enable(model, method=method, density=0.25, dense_layers=0, dense_steps=0)
     twin = copy.deepcopy(model)
+    first = run_wan(twin, *inputs)  # before the original ever ran: nothing of its to reuse
     expected = run_wan(model, *inputs)
     assert not torch.equal(expected, plain)  # sparse: the copy must be too
+    assert torch.equal(first, expected)
     assert torch.equal(run_wan(twin, *inputs), expected)
+    other = wan_inputs(seed=2, frames=3)  # a shape the original never saw
+    assert torch.equal(run_wan(copy.deepcopy(model), *other), run_wan(model, *other))
     assert tsd.handle_of(model) is handle
     own = tsd.handle_of(twin)
     assert own is not None and own is not handle and own.active
-    assert len(own.report()) == 3 and len(handle.report()) == 3
+    assert len(own.report()) == 6 and len(handle.report()) == 6
     with pytest.raises(ValueError, match="already has tilesplash enabled.*remove"):
         tsd.enable(twin)
     # A copy of the copy, and the copy after the original's handle is gone.
