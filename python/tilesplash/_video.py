@@ -3,6 +3,8 @@ video geometry."""
 
 from __future__ import annotations
 
+import threading
+
 from . import _core
 from ._backend import check_backend, resolve
 from ._dist.agreement import DERIVED, PER_RANK
@@ -157,6 +159,10 @@ class VideoAttention:
         self._agreed["VideoAttention candidates" + DERIVED] = tuple(
             (name, density, str(self._core.mask(name))) for name, density in self.candidates)
         self._calls_since_reset = 0  # svg2 warm-starts from the calls since reset_clusters()
+        # The flex backend's calls queue here, as the native core's queue on its own mutex:
+        # its caches and svg2's per-layer warm starts are the object's state.
+        self._lock = threading.RLock()
+        self._last_flex = False  # the last call ran on the flex backend (for head_mask)
 
     @property
     def backend(self) -> str:
@@ -205,6 +211,14 @@ class VideoAttention:
                 raise ValueError(f"head: this rank ran heads [{begin}, {end}) of the last call, "
                                  f"got {head}")
             head -= begin
+        with self._lock:
+            if self._last_flex:
+                clusters = self._flex.clusters if self._flex is not None else None
+                found = None if clusters is None else clusters.head_mask(head)
+                if found is None:
+                    raise ValueError(f"head_mask: head {head} ran no cluster mask in the last "
+                                     "call")
+                return Mask(found)
         return Mask(self._core.head_mask(head))
 
     def sampled_rows(self, layer=0, step=0):
@@ -235,9 +249,10 @@ class VideoAttention:
         """svg2: forget the clusters of earlier calls (a new video); the next call clusters
         every head from scratch. With a group, every rank resets before the same call."""
         self._core.reset_clusters()
-        if self._flex is not None and self._flex.clusters is not None:
-            self._flex.clusters.reset()
-        self._calls_since_reset = 0
+        with self._lock:
+            if self._flex is not None and self._flex.clusters is not None:
+                self._flex.clusters.reset()
+            self._calls_since_reset = 0
 
     def _agreement(self) -> dict:
         """Everything of this object that changes a call's result, by name, which the
@@ -275,22 +290,35 @@ class VideoAttention:
         "permute_seconds", "attention_seconds", "total_seconds" (sums over batch
         entries), "seconds" (the whole call)}.
         """
-        layout = check_layout(layout)
-        layer = check_int(layer, "layer", 0)
-        step = check_int(step, "step", 0)
-        return_lse = check_bool(return_lse, "return_lse")
-        key_lengths = self._key_lengths(key_lengths)
         if self._group is not None:
+            # Checked inside the ranks' agreement: a bad argument on one rank makes every
+            # rank raise at once, naming it, instead of leaving the others to time out.
             from ._video_group import group_forward
 
             return group_forward(self, self._group, self._timeout, q, k, v, layer, step, layout,
                                  return_lse, key_lengths)
+        layout, layer, step, return_lse, key_lengths = self._check_call(
+            q, layer, step, layout, return_lse, key_lengths)
         result = self._forward_local(q, k, v, layer, step, layout, return_lse, key_lengths)
-        self._calls_since_reset += 1
+        with self._lock:
+            self._calls_since_reset += 1
         return result
 
-    def _key_lengths(self, key_lengths):
-        """key_lengths as a list of ints in range, or None when nothing is padded."""
+    def _check_call(self, q, layer, step, layout, return_lse, key_lengths):
+        """A call's arguments but the tensors, checked: (layout, layer, step, return_lse,
+        key_lengths)."""
+        layout = check_layout(layout)
+        layer = check_int(layer, "layer", 0)
+        step = check_int(step, "step", 0)
+        return_lse = check_bool(return_lse, "return_lse")
+        shape = getattr(q, "shape", None)
+        batch = None if shape is None or len(shape) != len(layout) else (
+            1 if layout == "hnd" else int(shape[0]))
+        return layout, layer, step, return_lse, self._key_lengths(key_lengths, batch)
+
+    def _key_lengths(self, key_lengths, batch=None):
+        """key_lengths as a list of ints in range, one per batch entry (`batch`, when
+        known), or None when nothing is padded."""
         if key_lengths is None:
             return None
         if hasattr(key_lengths, "tolist"):  # NumPy or torch (any device)
@@ -301,6 +329,9 @@ class VideoAttention:
         geometry = self.geometry
         first = geometry.video_tokens
         lengths = [check_int(n, f"key_lengths[{b}]", 0) for b, n in enumerate(key_lengths)]
+        if batch is not None and len(lengths) != batch:  # also when nothing is padded
+            raise ValueError(f"key_lengths: expected one per batch entry ({batch}), got "
+                             f"{len(lengths)}")
         for b, n in enumerate(lengths):
             if n == geometry.tokens:
                 continue
@@ -326,14 +357,17 @@ class VideoAttention:
                 raise ValueError(f"key_lengths: expected one per batch entry ({batch}), got "
                                  f"{len(key_lengths)}")
         if flex:
-            return self._flex_runner().forward(q, k, v, layer, step, layout, return_lse,
-                                               key_lengths)
+            with self._lock:
+                self._last_flex = True
+                return self._flex_runner().forward(q, k, v, layer, step, layout, return_lse,
+                                                   key_lengths)
         descs, lse_address, out, lse, held = call_arrays(kind, q, k, v, layout)
         report = self._core.forward(*descs, lse_address, layout, layer, step, key_lengths)
+        self._last_flex = False
         del held  # copies of odd views stay alive until the core has returned
         return (out, lse, report) if return_lse else (out, report)
 
-    def _flex_runner(self):
+    def _flex_runner(self):  # under self._lock
         if self._flex is None:
             from ._flex.video import FlexVideo
 

@@ -32,12 +32,23 @@ def group_forward(attention, group, timeout, q, k, v, layer, step, layout, retur
     The ranks agree first, in the exchange's own all_gather, on the call (layer,
     step, return_lse, key_lengths, the tensors' shapes, dtype and layout) and on the whole
     configuration of the object (attention._agreement()): ranks that disagree all
-    raise, naming what differs, before any data moves."""
-    lengths = key_lengths.tolist() if hasattr(key_lengths, "tolist") else key_lengths
-    arguments = dict(attention._agreement(), layer=layer, step=step, return_lse=return_lse,
-                     key_lengths=lengths)
+    raise, naming what differs, before any data moves. The call's arguments are
+    checked inside that agreement: a rank that rejects one makes every rank raise,
+    naming it."""
+    checked = {}
+
+    def arguments():  # run inside the agreement: a rank's bad argument is every rank's error
+        layout_, layer_, step_, lse_, lengths = attention._check_call(
+            q, layer, step, layout, return_lse, key_lengths)
+        checked.update(layout=layout_, layer=layer_, step=step_, return_lse=lse_,
+                       key_lengths=lengths)
+        return dict(attention._agreement(), layer=layer_, step=step_, return_lse=lse_,
+                    key_lengths=lengths)
+
     ctx, call, shards = _dist.start(q, k, v, "dense", layout, None, 0, group, timeout, _WHO,
                                     backend=attention.backend, arguments=arguments)
+    layer, step, return_lse = checked["layer"], checked["step"], checked["return_lse"]
+    key_lengths = checked["key_lengths"]
     attention._calls_since_reset += 1
     tokens = attention.geometry.tokens
     if shards.total != tokens:

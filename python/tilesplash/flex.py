@@ -56,7 +56,7 @@ __all__ = [
 
 
 def block_mask(mask, q_len, kv_len=None, *, block_size=128, device=None, q_offset=0, kv_offset=0,
-               q_total=None, kv_total=None, mask_mod="auto"):
+               q_total=None, kv_total=None, mask_mod="auto", heads=None):
     """A torch.nn.attention.flex_attention.BlockMask for a tilesplash mask.
 
     mask: a SPEC string or tilesplash.Mask (one BlockMask of shape [1, 1, ...]
@@ -70,8 +70,11 @@ def block_mask(mask, q_len, kv_len=None, *, block_size=128, device=None, q_offse
     mask_mod: "auto" (the per-row mask_mod where every row keeps at most 4 runs
     of keys — bands, causal, local, sinks, text — else the bitmask table),
     "rows" (ValueError where the rows do not allow it) or "table".
-    Cached by (masks, lengths, block, window, device, mask_mod): asking again
-    costs a dictionary look-up.
+    heads: the heads of the q it will serve, when known: a per-head list of
+    another length is refused here (run_flex refuses it in any case, on q's
+    heads; torch's flex_attention would fail inside with an IndexError, or ignore
+    the extra masks). Cached by (masks, lengths, block, window, device,
+    mask_mod): asking again costs a dictionary look-up.
     """
     import torch
 
@@ -79,6 +82,11 @@ def block_mask(mask, q_len, kv_len=None, *, block_size=128, device=None, q_offse
     masks = [as_mask(m) for m in mask] if per_head else as_mask(mask)
     if per_head and not masks:
         raise ValueError("mask: expected a mask or a non-empty list of masks, got an empty list")
+    if heads is not None:
+        heads = check_int(heads, "heads", 1)
+        if per_head and len(masks) != heads:
+            raise ValueError(f"mask: a per-head list must hold one mask per head; got a list of "
+                             f"{len(masks)} masks for {heads} heads")
     q_len = check_int(q_len, "q_len", 1)
     kv_len = q_len if kv_len is None else check_int(kv_len, "kv_len", 1)
     if isinstance(block_size, (tuple, list)):

@@ -10,7 +10,7 @@ from .._mask import _parse, as_mask
 from .._tensors import MAX_THREADS, check_int, check_layout, check_qkv, check_scale
 from .._threading import check_context
 from .agreement import (DIGEST_WORDS, check_same, describe, describe_arguments, digest_words,
-                        gather_rows)
+                        gather_objects, gather_rows)
 from .group import Group, torch_modules
 from .layouts import as_bnhd
 from .shards import SequenceShards
@@ -103,12 +103,17 @@ def agree(ctx: Group, local: Call | None, description, error: Exception | None) 
     ok = local is not None and description is not None and error is None
     row = [1, local.local_len, *digest_words(description)] if ok else [0] * (2 + DIGEST_WORDS)
     rows = gather_rows(ctx, "all_gather of the call's arguments", row)
-    if error is not None:
-        raise error
     failed = [r for r, x in enumerate(rows) if x[0] == 0]
     if failed:
-        raise ValueError(f"{ctx.who}: rank(s) {failed} rejected their arguments (their own error "
-                         "says why); no rank computed anything")
+        # A second all_gather, on this path only, so that every rank's error names the
+        # argument the failing rank rejected.
+        errors = gather_objects(ctx, "the rejected arguments' errors",
+                                None if error is None else f"{type(error).__name__}: {error}")
+        if error is not None:
+            raise error
+        shown = "; ".join(f"rank {r}: {errors[r]}" for r in failed)
+        raise ValueError(f"{ctx.who}: rank(s) {failed} rejected their arguments ({shown}); no "
+                         "rank computed anything")
     check_same(ctx, [x[2:] for x in rows], description)
     shards = SequenceShards(tuple(int(x[1]) for x in rows))
     if shards.total == 0:
@@ -123,13 +128,17 @@ def start(q, k, v, mask, layout, scale, threads, group, timeout, who, context=No
 
     arguments: what else every rank must pass the same, by name (the public
     function's locals() on entry: all but the PER_RANK ones are compared, so
-    an argument added later is compared too; or a caller's configuration).
+    an argument added later is compared too; or a caller's configuration), or a
+    function returning them that checks the caller's own arguments: it runs
+    inside the agreement, so what it raises reaches every rank.
     Returns (the group, the checked call, the sequence shards).
     """
     ctx = Group(group, timeout, who)
     local, description, error = None, None, None
     try:
         check_context(context)
+        if callable(arguments):
+            arguments = arguments()
         local = check_local(q, k, v, mask, layout, scale, threads, who, backend)
         description = call_description(local, arguments)
     except Exception as caught:  # every rank must reach the gather, or the others wait

@@ -248,7 +248,10 @@ def drop_padded_keys(full, partial, limit, tokens, block_kv):
 
 
 class DeviceClusters:
-    """svg2 on the device for one VideoAttention: k-means warm starts per (layer, head)."""
+    """svg2 on the device for one VideoAttention: k-means warm starts per (layer, head).
+
+    Not thread-safe on its own: its owner (VideoAttention) runs one call at a time
+    under its lock, so a layer's warm start is never another layer's."""
 
     def __init__(self, geometry, options):
         self.geometry = geometry
@@ -258,11 +261,24 @@ class DeviceClusters:
         self.key_clusters = 1000
         self.min_kc_ratio = min(0.1, self.density / 2.0)
         self.first_iterations, self.warm_iterations, self.tolerance = 50, 2, 1e-4
-        self.layer = 0
         self.warm: dict = {}
+        self.last: dict = {}  # head -> its clusters in the last call, for head_mask()
 
     def reset(self) -> None:
         self.warm.clear()
+        self.last.clear()
+
+    def head_mask(self, head: int):
+        """The core Mask (original order) head `head` ran in the last call's last batch
+        entry that ran it as svg2; None when no call ran it so."""
+        found = self.last.get(head)
+        if found is None:
+            return None
+        host = lambda x: x.detach().cpu().contiguous().numpy()  # noqa: E731
+        (cq, lq, sq), (ck, lk, sk), kept = found
+        return _core.cluster_mask(self.geometry, host(cq), host(lq).astype(np.int32), host(sq),
+                                  host(ck), host(lk).astype(np.int32), host(sk),
+                                  host(kept).astype(np.uint8))
 
     def _ranges(self):
         g = self.geometry
@@ -271,9 +287,9 @@ class DeviceClusters:
             return (text, n), (0, text)
         return (0, n - text), (n - text, n)
 
-    def _cluster(self, points, which, clusters, heads):
+    def _cluster(self, points, which, clusters, heads, layer):
         salt = 1 if which == "q" else 2
-        keys = [(self.layer, which, h) for h in heads]
+        keys = [(layer, which, h) for h in heads]
         warm = [self.warm.get(key) for key in keys]
         use_warm = all(w is not None and w.shape == (clusters, points.shape[2]) for w in warm)
         centroids, labels, sizes = kmeans(
@@ -284,19 +300,22 @@ class DeviceClusters:
             self.warm[key] = c
         return centroids, labels, sizes
 
-    def run(self, video_attention, q, k, v, group, need_lse, info, key_limit=None):
-        """Heads `group` of one batch entry (q, k, v [1, h, N, d]) on their own clusters;
-        keys [key_limit, tokens) are padding when key_limit is not None (text after the
-        video, which the run order keeps in place)."""
+    def run(self, video_attention, q, k, v, group, need_lse, info, key_limit=None, layer=0):
+        """Heads `group` of one batch entry (q, k, v [1, h, N, d]) at `layer` on their own
+        clusters (warm-started from that layer's previous call); keys [key_limit, tokens)
+        are padding when key_limit is not None (text after the video, which the run order
+        keeps in place)."""
         start = time.perf_counter()
         (v0, v1), text_range = self._ranges()
         n, length, text = self.geometry.tokens, v1 - v0, self.geometry.text_tokens
         qc, kc = min(self.query_clusters, length), min(self.key_clusters, length)
         d = int(q.shape[3])
         scale = video_attention.scale if video_attention.scale is not None else d ** -0.5
-        cq, lq, sq = self._cluster(q[0, :, v0:v1].float(), "q", qc, group)
-        ck, lk, sk = self._cluster(k[0, :, v0:v1].float(), "k", kc, group)
+        cq, lq, sq = self._cluster(q[0, :, v0:v1].float(), "q", qc, group, layer)
+        ck, lk, sk = self._cluster(k[0, :, v0:v1].float(), "k", kc, group, layer)
         kept = select_pairs(cq, ck, sq, sk, scale, self.density, self.min_kc_ratio, n, text)
+        for i, h in enumerate(group):
+            self.last[h] = ((cq[i], lq[i], sq[i]), (ck[i], lk[i], sk[i]), kept[i])
         q_crank, k_crank = cluster_ranks(kept, sq, sk)
         heads = len(group)
         compact = torch.zeros((heads, qc + 1, kc + 1), dtype=torch.uint8, device=q.device)

@@ -74,6 +74,16 @@ def use_compile(compile, device) -> bool:
     return bool(compile)
 
 
+def check_heads(block_mask, heads: int) -> None:
+    """A BlockMask of per-head masks serves exactly that many heads: FlexAttention
+    would index past a shorter list (an IndexError deep inside) and ignore a longer
+    one's extra masks."""
+    planned = int(block_mask.kv_num_blocks.shape[1])
+    if planned not in (1, heads):
+        raise ValueError(f"block_mask: a per-head list of {planned} masks for {heads} heads "
+                         f"of q; expected one mask per head (or one mask for every head)")
+
+
 def _candidates(q, block_mask, kernel_options, mask_mod):
     """(kernel options to try in order, the context their refusals are remembered under)."""
     limits = device_limits(q.device)
@@ -123,6 +133,7 @@ def run_flex(q, k, v, block_mask, scale, *, compile=None, kernel_options=None, r
     batch, heads, q_len = (int(s) for s in q.shape[:3])
     kv_len, dv = int(k.shape[2]), int(v.shape[3])
     kernel_options = check_options(kernel_options)
+    check_heads(block_mask, heads)
     if q_len == 0 or kv_len == 0 or batch == 0 or heads == 0:
         out = q.new_zeros((batch, heads, q_len, dv))
         lse = torch.full((batch, heads, q_len), -math.inf, dtype=torch.float32, device=q.device)

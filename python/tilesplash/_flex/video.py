@@ -234,7 +234,7 @@ class FlexVideo:
                 for key, group in self._groups(choices).items() if key[0] != "svg2"
                 for masks, kv_len in self.group_calls(key, group, choices, key_limit)]
 
-    def run_batch_entry(self, qb, kb, vb, choices, need_lse, info, key_limit=None):
+    def run_batch_entry(self, qb, kb, vb, choices, need_lse, info, key_limit=None, layer=0):
         """Every head of one batch entry ([1, H, N, d] views) under its choice, keys
         [key_limit, tokens) dropped when key_limit is not None. Returns (out [1, H, N,
         dv], lse [1, H, N] or None).
@@ -249,7 +249,8 @@ class FlexVideo:
         groups = self._groups(choices)
         for key, group in groups.items():
             if key[0] == "svg2":
-                o, l = self.clusters.run(self, qb, kb, vb, group, need_lse, info, key_limit)
+                o, l = self.clusters.run(self, qb, kb, vb, group, need_lse, info, key_limit,
+                                         layer)
             elif key[0] == "original":
                 ((masks, _),) = self.group_calls(key, group, choices, key_limit)
                 o, l = self._flex(qb, kb, vb, masks, n, need_lse)
@@ -322,8 +323,6 @@ class FlexVideo:
         if kb.shape[3] != qb.shape[3]:
             raise ValueError(f"k: expected q's head dim {qb.shape[3]}, got {kb.shape[3]}")
         check_finite(q, k, v)
-        if self.clusters is not None:
-            self.clusters.layer = layer
         batch, heads, d = (int(s) for s in (qb.shape[0], qb.shape[1], qb.shape[3]))
         scale = self.scale if self.scale is not None else d ** -0.5
         warmup = layer < self.dense_layers or step < self.dense_steps
@@ -356,7 +355,8 @@ class FlexVideo:
                                       None if decisions is None else decisions[h][1])
                     for h in range(heads)]
             attention_start = time.perf_counter()
-            out, lse = self.run_batch_entry(qe, ke, ve, choices, return_lse, info, key_limit)
+            out, lse = self.run_batch_entry(qe, ke, ve, choices, return_lse, info, key_limit,
+                                            layer)
             _synchronize(q.device)
             seconds = time.perf_counter() - attention_start
             totals["attention_seconds"] += seconds

@@ -38,14 +38,15 @@ import tilesplash
 
 from .. import _dist
 from ._dispatch import ModelState, add_runtime, drop_runtime
-from ._install import Installed, check_processors
+from ._install import Installed, carries_tilesplash, check_processors, installed_on, strip
 from ._models import model_specs, spec_for
 from ._report import summarize, summary_table
 from ._runtime import Runtime, Settings
 from ._sequence_parallel import SequenceParallel
 from ._steps import Steps
 
-__all__ = ["enable", "TilesplashHandle", "summarize", "summary_table", "supported_models"]
+__all__ = ["enable", "handle_of", "remove", "TilesplashHandle", "summarize", "summary_table",
+           "supported_models"]
 
 _WHO = "tilesplash.diffusers.enable"
 
@@ -111,6 +112,16 @@ class TilesplashHandle:
         self._installed = []
         self._runtime.clear()
         drop_runtime(self._runtime_id)
+
+    def _forget(self, installed: Installed) -> None:
+        """remove(model) took one transformer back; the handle ends with its last."""
+        if installed not in self._installed:
+            return
+        self._installed.remove(installed)
+        if not self._installed:
+            if self._runtime.sequence is not None:
+                self._runtime.sequence.remove()
+            self.remove()
 
     def __repr__(self) -> str:
         state = "active" if self.active else "removed"
@@ -220,7 +231,48 @@ def enable(
         one = Installed(model, spec, ModelState(spec, name, index), runtime, runtime_id, sequence)
         one.install()
         installed.append(one)
-    return TilesplashHandle(runtime, runtime_id, installed, [name for name, _, _ in targets])
+    handle = TilesplashHandle(runtime, runtime_id, installed, [name for name, _, _ in targets])
+    for one in installed:
+        one.handle = handle
+    return handle
+
+
+def handle_of(target) -> TilesplashHandle | None:
+    """The handle that switched `target` (a transformer, or a pipeline: the handle of its
+    first switched transformer), None when tilesplash is not enabled on it. A deep copy of
+    a switched transformer has a handle of its own: this is how to reach it
+    (report, set_step, remove)."""
+    for model in _transformers(target):
+        installed = installed_on(model)
+        if installed is not None and installed.handle is not None:
+            return installed.handle
+    return None
+
+
+def remove(target) -> None:
+    """Take tilesplash off `target` (a transformer or a pipeline, enabled or a deep copy of
+    an enabled one): every processor it installed is put back and its hooks dropped, so
+    the model computes exactly what it did before ``enable``. A model without them is left
+    as it is. Other transformers of the same handle stay switched."""
+    for model in _transformers(target):
+        installed = installed_on(model)
+        if installed is not None and installed.model is model:
+            installed.remove()
+            if installed.handle is not None:
+                installed.handle._forget(installed)
+        if carries_tilesplash(model):
+            strip(model)
+
+
+def _transformers(target) -> list:
+    components = getattr(target, "components", None)
+    if isinstance(components, dict) and not isinstance(target, torch.nn.Module):
+        return [module for name, module in components.items()
+                if name.startswith("transformer") and isinstance(module, torch.nn.Module)]
+    if not isinstance(target, torch.nn.Module):
+        raise TypeError(f"tilesplash.diffusers: expected a diffusers pipeline or a transformer, "
+                        f"got {type(target).__name__}")
+    return [target]
 
 
 def _targets(target):

@@ -52,13 +52,25 @@ def drop_runtime(key: int) -> None:
 
 
 class ModelState:
-    """One switched transformer: its spec and the current forward's geometry."""
+    """One switched transformer: its spec and the current forward's geometry.
+
+    The forward is per thread: one enabled model called from several threads at
+    once (inputs of different shapes) gives each call its own geometry."""
 
     def __init__(self, spec: ModelSpec, name: str, index: int) -> None:
         self.spec = spec
         self.index = index  # among the handle's transformers
         self.name = name  # a pipeline's component name ("transformer_2"), or the class name
-        self.forward = None  # the _models.Forward of the call in progress
+        self._calls = threading.local()
+
+    @property
+    def forward(self):
+        """The _models.Forward of this thread's call in progress (None outside one)."""
+        return getattr(self._calls, "forward", None)
+
+    @forward.setter
+    def forward(self, call) -> None:
+        self._calls.forward = call
 
 
 @dataclass
@@ -79,13 +91,9 @@ class _Current(threading.local):
 _current = _Current()
 
 
-def enter(site: Site):
-    """The forward pre-hook of a switched module: its calls to the backend are `site`'s."""
-
-    def hook(module, args):
-        _current.site = site
-
-    return hook
+def enter(site: Site) -> None:
+    """From a switched module's forward pre-hook: its calls to the backend are `site`'s."""
+    _current.site = site
 
 
 def leave(module, args, output):

@@ -10,7 +10,9 @@ steps) and appends the call's report.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import threading
 import time
 from dataclasses import dataclass
 
@@ -63,6 +65,16 @@ class Runtime:
         self.sites: list[tuple[int, str, object]] = []  # (layer, path, ModelState)
         self.records: list[dict] = []
         self._layers: dict[tuple, tilesplash.VideoAttention] = {}
+        self._layers_lock = threading.Lock()  # threads calling one model make one object per key
+
+    def copy_settings(self) -> "Runtime":
+        """A runtime with these settings for a deep copy of a switched transformer: its own
+        VideoAttention objects, report and step count (from the timesteps the copy is
+        called with, as a bare transformer's; the number of steps kept when known now)."""
+        settings = self.settings
+        if settings.total_steps is None and self.steps.total() is not None:
+            settings = dataclasses.replace(settings, total_steps=self.steps.total())
+        return Runtime(settings, Steps(None), None)
 
     def add_site(self, layer: int, path: str, state) -> int:
         self.sites.append((layer, path, state))
@@ -146,17 +158,19 @@ class Runtime:
 
     def _video_attention(self, state, geometry_key: tuple, scale, dense: bool):
         key = (state.index,) + geometry_key + (scale, dense)
-        layer = self._layers.get(key)
-        if layer is None:
-            frames, height, width, text, text_at = geometry_key
-            geometry = tilesplash.VideoGeometry(frames, height, width, text=text, text_at=text_at)
-            kwargs = self.settings.video_attention_kwargs(state.spec.sink)
-            if dense:
-                kwargs["force"] = "dense"
-            if self.sequence is not None:
-                kwargs.update(group=self.sequence.group, timeout=self.sequence.timeout)
-            layer = tilesplash.VideoAttention(geometry, scale=scale, **kwargs)
-            self._layers[key] = layer
+        with self._layers_lock:
+            layer = self._layers.get(key)
+            if layer is None:
+                frames, height, width, text, text_at = geometry_key
+                geometry = tilesplash.VideoGeometry(frames, height, width, text=text,
+                                                    text_at=text_at)
+                kwargs = self.settings.video_attention_kwargs(state.spec.sink)
+                if dense:
+                    kwargs["force"] = "dense"
+                if self.sequence is not None:
+                    kwargs.update(group=self.sequence.group, timeout=self.sequence.timeout)
+                layer = tilesplash.VideoAttention(geometry, scale=scale, **kwargs)
+                self._layers[key] = layer
         return layer
 
 

@@ -129,6 +129,7 @@ class Router:
 
     def __call__(self, q, k, v, layer: int = 0, step: int = 0) -> Routing:
         check_heads(q, k, v, self.front.geometry.tokens)
+        check_finite(q, k, v)
         samples = self.samples(layer, step, device_of(q))
         index, mse = self.decide(q, k, v, samples)
         return Routing(index, mse, self.names, self.orders, samples.host_rows,
@@ -153,6 +154,18 @@ def check_heads(q, k, v, n: int) -> None:
     if k.shape[:2] != q.shape[:2] or v.shape[:2] != q.shape[:2] or k.shape[2] != q.shape[2]:
         raise ValueError(f"k, v: expected the heads and tokens of q {tuple(q.shape)}, got "
                          f"{tuple(k.shape)} and {tuple(v.shape)}")
+
+
+def check_finite(q, k, v) -> None:
+    """NaN or Inf in q, k or v is refused, naming the argument, as the native
+    VideoAttention does: a NaN score would otherwise route silently (every MSE NaN,
+    argmin picking the first candidate). One reduction per array on its device; under
+    a jax transformation (tracers) the values are unknown and the check is skipped."""
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if isinstance(x, jax.core.Tracer):
+            continue
+        if not bool(jnp.isfinite(jnp.asarray(x)).all()):
+            raise ValueError(f"{name}: NaN or Inf in the input; expected finite values")
 
 
 def _within_budget(densities: np.ndarray, budget) -> np.ndarray:
