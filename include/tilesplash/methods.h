@@ -31,6 +31,17 @@ struct MethodInfo {
   // The names its heads report (and `force` accepts besides "dense") when
   // they do not depend on the geometry; empty when they do (sta windows).
   std::span<const std::string_view> mask_names = {};
+  // Its heads share one band whose half-width a caller may give in tokens
+  // (MethodOptions::band), and the front door builds its candidates on that
+  // band itself (svg). Code that shows or plans "the band" asks this flag,
+  // never the method's name.
+  bool takes_band = false;
+  // Each head's masks come from its own data (Q and K), not from the
+  // geometry and a density (svg2): no candidate list, the clusters instead.
+  bool data_driven = false;
+  // What a data-driven method's heads report as their choice (and `force`
+  // accepts); empty for the others, whose heads report a candidate's name.
+  std::string_view choice = {};
 };
 
 // Every registered method, in registry order.
@@ -39,6 +50,11 @@ std::span<const MethodInfo> methods();
 // The method of that name; throws std::invalid_argument("<who>: unknown
 // method '<name>' (expected svg, spatial, ... or svg2)").
 const MethodInfo& method_info(std::string_view name, std::string_view who = "method");
+
+// The choice that heads running the data-driven method report (the entry's
+// `choice`, "svg2"): the name a front door gives a head that runs its own
+// clusters. The registry has exactly one data-driven method.
+std::string_view cluster_choice();
 
 // "svg, spatial, temporal, radial, sta, mix or svg2": the names for messages
 // and --help texts.

@@ -24,10 +24,16 @@ void bind_methods(nb::module_& m) {
       nb::list names;
       for (const std::string_view name : method.mask_names) names.append(std::string(name));
       entry["mask_names"] = nb::tuple(names);
+      entry["takes_band"] = method.takes_band;
+      entry["data_driven"] = method.data_driven;
+      entry["choice"] = method.choice.empty()
+                            ? nb::object(nb::none())
+                            : nb::object(nb::str(std::string(method.choice).c_str()));
       result[nb::str(std::string(method.name).c_str())] = entry;
     }
     return result;
   });
+  m.def("cluster_choice", [] { return std::string(cluster_choice()); });
 }
 
 }  // namespace tilesplash::python

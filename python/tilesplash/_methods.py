@@ -13,7 +13,11 @@ def methods() -> dict[str, dict]:
     "candidates": whether its masks are built from a density (False for
     svg2, whose heads run their own clusters), "mask_names": the names its
     heads report and `force` accepts besides "dense" when they do not depend
-    on the geometry (empty for sta and mix, whose windows do)}.
+    on the geometry (empty for sta and mix, whose windows do), "takes_band":
+    whether its heads share one band given in tokens (svg), "data_driven":
+    whether each head's masks come from its own Q and K (svg2), "choice":
+    the choice such heads report (else None)}. Code asks these flags, never a
+    method's name.
     VideoAttention(method=...) and tilesplash.diffusers.enable(method=...)
     take these names; docs/masks.md describes each method.
     """
@@ -23,6 +27,16 @@ def methods() -> dict[str, dict]:
 def method_names() -> tuple[str, ...]:
     """The registered method names, in registry order."""
     return tuple(_core.methods())
+
+
+def method_flag(method: str, flag: str):
+    """The registry's `flag` ("takes_band", "data_driven", "choice") of a registered method."""
+    return _core.methods()[method][flag]
+
+
+def cluster_choice() -> str:
+    """The choice heads of the data-driven method report ("svg2"): its registry entry's."""
+    return _core.cluster_choice()
 
 
 def check_method(method, who: str = "method") -> str:

@@ -10,7 +10,7 @@ from ._backend import check_backend, resolve
 from ._dist.agreement import DERIVED, PER_RANK
 from ._dist.group import check_timeout
 from ._mask import Mask
-from ._methods import check_method, method_names
+from ._methods import check_method, method_flag, method_names
 from ._threading import check_context, core_of
 from ._tensors import (
     MAX_THREADS,
@@ -149,7 +149,7 @@ class VideoAttention:
         if flex_strategy not in ("permute", "per_head"):
             raise ValueError(f"flex_strategy: expected 'permute' or 'per_head', got "
                              f"{flex_strategy!r}")
-        self._svg2 = dict(density=float(density), seed=0) if method == "svg2" else None
+        self._svg2 = dict(density=float(density), seed=0) if method_flag(method, "data_driven") else None
         self._last_heads = None  # with a group: the global heads [begin, end) of the last call
         # What ranks of a group must agree on: the arguments, and what the
         # library made of them (the band, the candidates' masks).
@@ -261,7 +261,7 @@ class VideoAttention:
         svg2 (whose clusters warm-start from earlier calls) the calls since
         reset_clusters()."""
         agreed = dict(self._agreed)
-        if self.method == "svg2":
+        if method_flag(self.method, "data_driven"):
             agreed["VideoAttention calls since reset_clusters()"] = self._calls_since_reset
         return agreed
 
@@ -375,6 +375,6 @@ class VideoAttention:
         return self._flex
 
     def __repr__(self) -> str:
-        if self.method == "svg":
+        if method_flag(self.method, "takes_band"):
             return f"tilesplash.VideoAttention({self.geometry}, band={self.band})"
         return f"tilesplash.VideoAttention({self.geometry}, method={self.method!r})"

@@ -6,6 +6,7 @@
 #include "methods/registry.h"
 
 #include <array>
+#include <stdexcept>
 
 namespace tilesplash::detail {
 
@@ -38,3 +39,26 @@ const MethodEntry* find_method(std::string_view name) {
 }
 
 }  // namespace tilesplash::detail
+
+namespace tilesplash {
+
+std::string_view cluster_choice() {
+  // Looked up once: the front door names every clustered head with it.
+  static const std::string_view choice = [] {
+    const detail::MethodEntry* found = nullptr;
+    for (const detail::MethodEntry* method : detail::method_registry()) {
+      if (!method->info.data_driven) continue;
+      // Two would need the front door to tell their heads apart (a choice
+      // per method in VideoAttentionOptions), which it does not yet.
+      if (found != nullptr || method->info.choice.empty()) {
+        throw std::logic_error("method registry: expected one data-driven method with a choice");
+      }
+      found = method;
+    }
+    if (found == nullptr) throw std::logic_error("method registry: no data-driven method");
+    return found->info.choice;
+  }();
+  return choice;
+}
+
+}  // namespace tilesplash

@@ -15,6 +15,7 @@
 #include "routing/router.h"
 #include "tilesplash/clusters.h"
 #include "tilesplash/mask.h"
+#include "tilesplash/methods.h"
 #include "tilesplash/plan_cache.h"
 #include "tilesplash/routing.h"
 #include "tilesplash/threading.h"
@@ -31,7 +32,7 @@ inline double since(Clock::time_point start) {
 [[noreturn]] void front_door_fail(const std::string& message);
 
 // The name heads running semantic clusters report.
-inline const HeadMask kClusterChoice{"svg2"};
+inline const HeadMask kClusterChoice{std::string(cluster_choice())};
 
 // Keys [limit, tokens) of one call are padding; `mask` is
 // Mask::key_range(0, limit), ANDed into every mask the call runs.

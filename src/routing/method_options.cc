@@ -27,7 +27,7 @@ VideoAttentionOptions method_attention_options(std::string_view method,
     throw std::invalid_argument("method_attention_options: unknown method '" + std::string(method) +
                                 "' (expected " + method_list_text() + ")");
   }
-  if (options.band && method != "svg") {
+  if (options.band && !entry->info.takes_band) {
     throw std::invalid_argument(
         "band: a band in tokens applies to method 'svg' only, got method '" + std::string(method) +
         "' (give density instead)");
@@ -42,7 +42,7 @@ VideoAttentionOptions method_attention_options(std::string_view method,
   result.band = options.band;
   result.sink = options.sink;
   result.text_full = options.text_full;
-  if (method == "svg") return result;  // the front door's own default pair, on one band
+  if (entry->info.takes_band) return result;  // the front door's own default pair, on one band
   if (entry->clusters != nullptr) {
     result.clusters = entry->clusters(geometry, options);
   } else {

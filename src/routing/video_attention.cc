@@ -160,7 +160,7 @@ const MaskCandidate& VideoAttention::Impl::find(const HeadMask& choice) const {
     if (c.name == choice.name()) return c;
     names += ", " + c.name;
   }
-  if (options.clusters) names += ", svg2";
+  if (options.clusters) names += ", " + detail::kClusterChoice.name();
   fail("no candidate named '" + choice.name() + "' (expected one of " + names + ")");
 }
 

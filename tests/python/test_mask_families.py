@@ -174,7 +174,8 @@ def test_methods_lists_the_registry():
     assert tuple(methods) == video_methods
     geometry = VideoGeometry(7, 9, 8)
     for name, info in methods.items():
-        assert set(info) == {"summary", "row_order", "spec", "candidates", "mask_names"}
+        assert set(info) == {"summary", "row_order", "spec", "candidates", "mask_names",
+                             "takes_band", "data_driven", "choice"}
         assert info["summary"] and info["row_order"]
         layer = VideoAttention(geometry, method=name, density=0.3)
         names = {candidate for candidate, _ in layer.candidates}

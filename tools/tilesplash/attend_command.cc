@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "names.h"
 #include "options.h"
 #include "progress.h"
 #include "report.h"
@@ -88,140 +89,207 @@ void stage_output(OutputSet& outputs, const OutputSpec& spec, Tensor tensor) {
   }
 }
 
-void run_attend(const AttendOptions& options) {
-  using Clock = std::chrono::steady_clock;
-  const Layout layout = *parse_layout(options.layout);
-  const OutputSpec out_spec = parse_output(options.out, "--out", "out");
-  const std::optional<OutputSpec> lse_spec =
-      options.lse.empty() ? std::nullopt
-                          : std::optional<OutputSpec>(parse_output(options.lse, "--lse", "lse"));
-  // No output may replace an input or another output, and every destination
-  // must be writable, before any work; all outputs are committed together.
-  OutputSet outputs;
-  outputs.add_input(tensor_spec_file(options.q), "--q");
-  outputs.add_input(tensor_spec_file(options.k), "--k");
-  outputs.add_input(tensor_spec_file(options.v), "--v");
-  outputs.add_output(out_spec.path, "--out");
-  if (lse_spec) outputs.add_output(lse_spec->path, "--lse");
-  if (!options.report.empty()) outputs.add_output(options.report, "--report");
-  // Everything that can be checked is checked before any work starts.
-  std::optional<Mask> mask;
-  std::optional<VideoGeometry> geometry;
-  if (!options.route.empty()) {
-    geometry = parse_video_shape(options.route).geometry;
-  } else {
-    mask = parse_mask_spec(options.mask.empty() ? "dense" : options.mask);
-  }
+// ---- resolve -----------------------------------------------------------------
 
-  const Tensor q = read_tensor(options.q);
-  const Tensor k = read_tensor(options.k);
-  const Tensor v = read_tensor(options.v);
-  check_qkv(q, k, v, layout, {options.q, options.k, options.v});
-  const LayoutDims qd = layout_dims(q, layout, options.q);
-  const LayoutDims kd = layout_dims(k, layout, options.k);
-  const LayoutDims vd = layout_dims(v, layout, options.v);
-  for (const auto& [file, len] : {std::pair{options.q, qd.len}, std::pair{options.k, kd.len}}) {
-    if (geometry && len != geometry->tokens()) {
+// Where the outputs go. No output may replace an input or another output, and
+// every destination must be writable, before any work; all outputs are
+// committed together.
+struct Destinations {
+  OutputSpec out;
+  std::optional<OutputSpec> lse;
+  OutputSet outputs;
+};
+
+void check_destinations(const AttendOptions& options, Destinations& to) {
+  to.out = parse_output(options.out, "--out", "out");
+  if (!options.lse.empty()) to.lse = parse_output(options.lse, "--lse", "lse");
+  to.outputs.add_input(tensor_spec_file(options.q), "--q");
+  to.outputs.add_input(tensor_spec_file(options.k), "--k");
+  to.outputs.add_input(tensor_spec_file(options.v), "--v");
+  to.outputs.add_output(to.out.path, "--out");
+  if (to.lse) to.outputs.add_output(to.lse->path, "--lse");
+  if (!options.report.empty()) to.outputs.add_output(options.report, "--report");
+}
+
+// The inputs read and checked, and the outputs they are attended into.
+struct AttendSetup {
+  Layout layout = Layout::kHND;
+  std::optional<Mask> mask;               // --mask (dense without --route)
+  std::optional<VideoGeometry> geometry;  // --route
+  Tensor q, k, v, out, lse;
+  LayoutDims qd, kd;
+  AttentionOptions attention;
+};
+
+void read_inputs(const AttendOptions& options, AttendSetup& setup) {
+  setup.q = read_tensor(options.q);
+  setup.k = read_tensor(options.k);
+  setup.v = read_tensor(options.v);
+  check_qkv(setup.q, setup.k, setup.v, setup.layout, {options.q, options.k, options.v});
+  setup.qd = layout_dims(setup.q, setup.layout, options.q);
+  setup.kd = layout_dims(setup.k, setup.layout, options.k);
+  const LayoutDims vd = layout_dims(setup.v, setup.layout, options.v);
+  for (const auto& [file, len] :
+       {std::pair{options.q, setup.qd.len}, std::pair{options.k, setup.kd.len}}) {
+    if (setup.geometry && len != setup.geometry->tokens()) {
       throw InputError(fmt::format("{}: --route {} needs {} tokens per head, the file has {}",
-                                   quoted_name(file), geometry->to_string(), geometry->tokens(),
-                                   len));
+                                   quoted_name(file), setup.geometry->to_string(),
+                                   setup.geometry->tokens(), len));
     }
   }
-  const DType out_dtype = options.out_dtype.empty() ? q.dtype : *parse_dtype(options.out_dtype);
-  Tensor out = Tensor::zeros(out_dtype, layout_shape(layout, {qd.batch, qd.heads, qd.len, vd.dim}));
+  const LayoutDims& qd = setup.qd;
+  const DType out_dtype =
+      options.out_dtype.empty() ? setup.q.dtype : *parse_dtype(options.out_dtype);
+  setup.out =
+      Tensor::zeros(out_dtype, layout_shape(setup.layout, {qd.batch, qd.heads, qd.len, vd.dim}));
   std::vector<std::int64_t> lse_shape = {qd.heads, qd.len};
-  if (layout != Layout::kHND) lse_shape.insert(lse_shape.begin(), qd.batch);
-  Tensor lse = Tensor::zeros(DType::kF32, lse_shape);
-  float* lse_data = reinterpret_cast<float*>(lse.data.data());
+  if (setup.layout != Layout::kHND) lse_shape.insert(lse_shape.begin(), qd.batch);
+  setup.lse = Tensor::zeros(DType::kF32, lse_shape);
+}
 
-  const BlockSizes blocks{options.block_q, options.block_kv};
-  AttentionOptions attention_options;
-  if (options.scale > 0.0) attention_options.scale = static_cast<float>(options.scale);
-  attention_options.threads = static_cast<int>(options.threads);
-  attention_options.precision = *parse_precision(options.precision);  // checked by the option
+AttendSetup resolve(const AttendOptions& options) {
+  AttendSetup setup;
+  setup.layout = *parse_layout(options.layout);
+  // Everything that can be checked is checked before any work starts.
+  if (!options.route.empty()) {
+    setup.geometry = parse_video_shape(options.route).geometry;
+  } else {
+    setup.mask = parse_mask_spec(options.mask.empty() ? "dense" : options.mask);
+  }
+  read_inputs(options, setup);
+  if (options.scale > 0.0) setup.attention.scale = static_cast<float>(options.scale);
+  setup.attention.threads = static_cast<int>(options.threads);
+  setup.attention.precision = *parse_precision(options.precision);  // checked by the option
+  return setup;
+}
 
-  nlohmann::ordered_json record;
-  record["q"] = options.q;
-  record["q_shape"] = shape_to_string(q.shape);
-  record["k_shape"] = shape_to_string(k.shape);
-  record["v_shape"] = shape_to_string(v.shape);
-  record["layout"] = options.layout;
-  record["dtype"] = std::string(to_string(q.dtype));
-  record["out"] = options.out;
-  record["out_dtype"] = std::string(to_string(out_dtype));
-  record["batch"] = qd.batch;
-  record["heads"] = qd.heads;
-  record["q_len"] = qd.len;
-  record["kv_len"] = kd.len;
-  record["block_q"] = options.block_q;
-  record["block_kv"] = options.block_kv;
-  record["isa"] = active_isa();
-  record["precision"] = options.precision;
+// ---- run -----------------------------------------------------------------------
 
+// Every head under one mask: its density and plan time into the record.
+void run_masked(const AttendOptions& options, const AttendSetup& setup, const LayoutArgs& args,
+                const BatchProgress& advance, const std::shared_ptr<ThreadingContext>& context,
+                nlohmann::ordered_json& record) {
+  MaskedAttentionOptions masked;
+  masked.attention = setup.attention;
+  masked.block_q = options.block_q;
+  masked.block_kv = options.block_kv;
+  PlanCache plans;
+  masked.plans = &plans;
+  masked.progress = advance;
+  AttentionRunner runner(context);
+  const MaskedAttentionResult result = masked_attention(runner, *setup.mask, args, masked);
+  record["mask"] = setup.mask->to_string();
+  record["density"] = result.plan->stats().density;
+  record["plan_seconds"] = result.plan->stats().build_seconds;
+}
+
+// Every head routed by the video front door: a row a head, the mean density.
+nlohmann::ordered_json run_routed(const AttendOptions& options, const AttendSetup& setup,
+                                  const LayoutArgs& args, const BatchProgress& advance,
+                                  const std::shared_ptr<ThreadingContext>& context,
+                                  nlohmann::ordered_json& record) {
+  VideoAttentionOptions video_options =
+      method_attention_options(options.method, *setup.geometry, {options.density});
+  video_options.blocks = {options.block_q, options.block_kv};
+  video_options.threads = static_cast<int>(options.threads);
+  video_options.scale = setup.attention.scale;
+  video_options.precision = setup.attention.precision;
+  VideoAttention attention(*setup.geometry, video_options, context);
+  record["route"] = setup.geometry->to_string();
+  record["method"] = options.method;
+  record["band"] = attention.band();
+  double kept = 0.0;
+  auto rows = nlohmann::ordered_json::array();
+  const std::vector<LayerReport> reports = layout_video_attention(attention, args, 0, 0, advance);
+  for (std::size_t b = 0; b < reports.size(); ++b) {
+    for (const HeadReport& head : reports[b].heads) {
+      nlohmann::ordered_json row;
+      row["batch"] = static_cast<std::int64_t>(b);
+      row.update(to_json(head_fields(head, attention.candidates())));
+      kept += head.density;
+      rows.push_back(std::move(row));
+    }
+  }
+  record["density"] = kept / static_cast<double>(setup.qd.batch * setup.qd.heads);
+  return rows;
+}
+
+// Runs every head, the record's run fields and the head rows (routed) filled.
+nlohmann::ordered_json run(const AttendOptions& options, AttendSetup& setup,
+                           nlohmann::ordered_json& record) {
+  using Clock = std::chrono::steady_clock;
+  const LayoutDims& qd = setup.qd;
   const auto start = Clock::now();
   Progress progress("attend", qd.batch * qd.heads, progress_wanted(options.quiet));
-  const LayoutArgs args{layout, strided(q), strided(k), strided(v), mutable_strided(out), lse_data};
+  float* lse_data = reinterpret_cast<float*>(setup.lse.data.data());
+  const LayoutArgs args{setup.layout,     strided(setup.q),           strided(setup.k),
+                        strided(setup.v), mutable_strided(setup.out), lse_data};
   const BatchProgress advance = [&](std::int64_t first, std::int64_t count) {
     progress.set_detail(fmt::format("batch {}", first + count - 1));
     progress.advance(count * qd.heads);
   };
-  auto head_rows = nlohmann::ordered_json::array();
+  auto rows = nlohmann::ordered_json::array();
   const auto context = std::make_shared<ThreadingContext>(static_cast<int>(options.threads));
-  if (mask) {
-    MaskedAttentionOptions masked;
-    masked.attention = attention_options;
-    masked.block_q = blocks.block_q;
-    masked.block_kv = blocks.block_kv;
-    PlanCache plans;
-    masked.plans = &plans;
-    masked.progress = advance;
-    AttentionRunner runner(context);
-    const MaskedAttentionResult result = masked_attention(runner, *mask, args, masked);
-    record["mask"] = mask->to_string();
-    record["density"] = result.plan->stats().density;
-    record["plan_seconds"] = result.plan->stats().build_seconds;
+  if (setup.mask) {
+    run_masked(options, setup, args, advance, context, record);
   } else {
-    VideoAttentionOptions video_options =
-        method_attention_options(options.method, *geometry, {options.density});
-    video_options.blocks = blocks;
-    video_options.threads = static_cast<int>(options.threads);
-    video_options.scale = attention_options.scale;
-    video_options.precision = attention_options.precision;
-    VideoAttention attention(*geometry, video_options, context);
-    record["route"] = geometry->to_string();
-    record["method"] = options.method;
-    record["band"] = attention.band();
-    double kept = 0.0;
-    const std::vector<LayerReport> reports = layout_video_attention(attention, args, 0, 0, advance);
-    for (std::size_t b = 0; b < reports.size(); ++b) {
-      for (const HeadReport& head : reports[b].heads) {
-        nlohmann::ordered_json row;
-        row["batch"] = static_cast<std::int64_t>(b);
-        row.update(to_json(head_fields(head, attention.candidates())));
-        kept += head.density;
-        head_rows.push_back(std::move(row));
-      }
-    }
-    record["density"] = kept / static_cast<double>(qd.batch * qd.heads);
+    rows = run_routed(options, setup, args, advance, context, record);
   }
   progress.finish();
   record["seconds"] = std::chrono::duration<double>(Clock::now() - start).count();
+  return rows;
+}
 
-  stage_output(outputs, out_spec, std::move(out));
-  if (lse_spec) stage_output(outputs, *lse_spec, std::move(lse));
+// ---- report ----------------------------------------------------------------------
+
+nlohmann::ordered_json report_inputs(const AttendOptions& options, const AttendSetup& setup) {
+  nlohmann::ordered_json record;
+  record["q"] = options.q;
+  record["q_shape"] = shape_to_string(setup.q.shape);
+  record["k_shape"] = shape_to_string(setup.k.shape);
+  record["v_shape"] = shape_to_string(setup.v.shape);
+  record["layout"] = options.layout;
+  record["dtype"] = std::string(to_string(setup.q.dtype));
+  record["out"] = options.out;
+  record["out_dtype"] = std::string(to_string(setup.out.dtype));
+  record["batch"] = setup.qd.batch;
+  record["heads"] = setup.qd.heads;
+  record["q_len"] = setup.qd.len;
+  record["kv_len"] = setup.kd.len;
+  record["block_q"] = options.block_q;
+  record["block_kv"] = options.block_kv;
+  record["isa"] = active_isa();
+  record["precision"] = options.precision;
+  return record;
+}
+
+// The outputs, and the --report file (the record with the head rows, empty
+// under --mask), committed together.
+void write_outputs(const AttendOptions& options, Destinations& to, AttendSetup& setup,
+                   const Report& report, const nlohmann::ordered_json& rows) {
+  stage_output(to.outputs, to.out, std::move(setup.out));
+  if (to.lse) stage_output(to.outputs, *to.lse, std::move(setup.lse));
   if (!options.report.empty()) {
-    nlohmann::ordered_json report = record;
-    report["heads_table"] = head_rows;
-    outputs.stage(options.report, report.dump(2) + "\n");
+    nlohmann::ordered_json file = report.record;
+    file["heads_table"] = rows;
+    to.outputs.stage(options.report, file.dump(2) + "\n");
   }
-  outputs.commit();
-  if (options.quiet) return;
-  if (options.json) {
-    if (!head_rows.empty()) record["heads_table"] = std::move(head_rows);
-    print_json(record, std::cout);
-    return;
-  }
-  print_table(record, std::cout);
+  to.outputs.commit();
+}
+
+void run_attend(const AttendOptions& options) {
+  Destinations to;
+  check_destinations(options, to);
+  AttendSetup setup = resolve(options);
+  Report report;
+  report.record = report_inputs(options, setup);
+  nlohmann::ordered_json rows = run(options, setup, report.record);
+  write_outputs(options, to, setup, report, rows);
+  if (!rows.empty()) report.record["heads_table"] = std::move(rows);
+  const Format format = options.quiet  ? Format::kNone
+                        : options.json ? Format::kJson
+                                       : Format::kTable;
+  emit(report, format, std::cout);
 }
 
 }  // namespace
@@ -255,7 +323,7 @@ Command add_attend_command(CLI::App& parent) {
       ->check(non_empty("a file path"));
   app->add_option("--layout", options->layout, "hnd [H,N,d], bhnd [B,H,N,d] or bnhd [B,N,H,d]")
       ->capture_default_str()
-      ->check(CLI::IsMember({"hnd", "bhnd", "bnhd"}));
+      ->check(CLI::IsMember(names_of(kLayouts)));
   CLI::Option* mask = app->add_option("--mask", options->mask,
                                       "Mask SPEC every head uses (see `tilesplash plan --help`)")
                           ->type_name("SPEC")

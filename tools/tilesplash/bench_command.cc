@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "commands.h"
+#include "median.h"
+#include "names.h"
 #include "options.h"
 #include "random_tensor.h"
 #include "report.h"
@@ -56,12 +58,6 @@ struct BenchOptions {
   std::uint64_t seed = 0;
   bool json = false;
 };
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t mid = values.size() / 2;
-  return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
-}
 
 double process_cpu_seconds() {
   timespec ts{};
@@ -123,38 +119,67 @@ struct Alternative {
   AttentionOptions options;
 };
 
-std::vector<Alternative> ablation_alternatives(const std::string& what,
-                                               const AttentionOptions& base, DType dtype) {
+template <typename Values, typename Set>
+std::vector<Alternative> alternatives_over(const Values& values, const AttentionOptions& base,
+                                           Set set) {
   std::vector<Alternative> list;
-  const auto add = [&](std::string label, auto&& change) {
+  for (const auto& value : values) {
     AttentionOptions options = base;
-    change(options);
-    list.push_back({std::move(label), options});
-  };
-  if (what == "mask") {
-    for (const MaskMode mode : {MaskMode::kTile, MaskMode::kElement, MaskMode::kBitmask}) {
-      add(std::string(to_string(mode)), [&](AttentionOptions& o) { o.mask_mode = mode; });
-    }
-  } else if (what == "variant") {
-    for (const KernelVariant& variant : kernel_variants()) {
-      add(to_string(variant), [&](AttentionOptions& o) { o.variant = variant; });
-    }
-  } else if (what == "product-path") {
-    if (dtype != DType::kBF16) {
-      throw std::invalid_argument("--ablation product-path: needs --dtype bf16, got " +
-                                  std::string(to_string(dtype)));
-    }
-    // Refused (naming the target) where there is no dot product to compare.
-    for (const ProductPath path : {ProductPath::kDot, ProductPath::kWiden}) {
-      choose_product_path(path);
-      add(std::string(to_string(path)), [&](AttentionOptions& o) { o.product_path = path; });
-    }
-  } else {  // precision
-    for (const Precision precision : {Precision::kDefault, Precision::kInt8}) {
-      add(std::string(to_string(precision)), [&](AttentionOptions& o) { o.precision = precision; });
-    }
+    set(options, value);
+    list.push_back({std::string(to_string(value)), options});
   }
   return list;
+}
+
+// --ablation's name table: each WHAT and the alternatives it times.
+struct Ablation {
+  const char* name;
+  std::vector<Alternative> (*alternatives)(const AttentionOptions& base, DType dtype);
+};
+
+constexpr Ablation kAblations[] = {
+    {"mask",
+     [](const AttentionOptions& base, DType) {
+       return alternatives_over(kMaskModes, base,
+                                [](AttentionOptions& o, MaskMode mode) { o.mask_mode = mode; });
+     }},
+    {"variant",
+     [](const AttentionOptions& base, DType) {
+       return alternatives_over(
+           kernel_variants(), base,
+           [](AttentionOptions& o, const KernelVariant& variant) { o.variant = variant; });
+     }},
+    {"product-path",
+     [](const AttentionOptions& base, DType dtype) {
+       if (dtype != DType::kBF16) {
+         throw std::invalid_argument("--ablation product-path: needs --dtype bf16, got " +
+                                     std::string(to_string(dtype)));
+       }
+       // Refused (naming the target) where there is no dot product to compare.
+       const std::array paths = {ProductPath::kDot, ProductPath::kWiden};
+       for (const ProductPath path : paths) choose_product_path(path);
+       return alternatives_over(
+           paths, base, [](AttentionOptions& o, ProductPath path) { o.product_path = path; });
+     }},
+    {"precision",
+     [](const AttentionOptions& base, DType) {
+       return alternatives_over(kPrecisions, base,
+                                [](AttentionOptions& o, Precision p) { o.precision = p; });
+     }},
+};
+
+std::vector<Alternative> ablation_alternatives(const std::string& what,
+                                               const AttentionOptions& base, DType dtype) {
+  for (const Ablation& ablation : kAblations) {
+    if (what == ablation.name) return ablation.alternatives(base, dtype);
+  }
+  throw std::invalid_argument("--ablation: unknown '" + what + "'");
+}
+
+std::vector<std::string> ablation_names() {
+  std::vector<std::string> names;
+  for (const Ablation& ablation : kAblations) names.emplace_back(ablation.name);
+  return names;
 }
 
 // Median wall seconds of each alternative, in list order.
@@ -182,75 +207,104 @@ std::vector<double> time_alternatives(AttentionRunner& runner, const TilePlan& p
   return medians;
 }
 
-void run_bench(const BenchOptions& options) {
-  const std::int64_t kv_len = options.kv_len > 0 ? options.kv_len : options.q_len;
-  const DType dtype = *parse_dtype(options.dtype);
-  // One threading context for the whole command: workload, runners, peak.
-  const auto context = std::make_shared<ThreadingContext>(static_cast<int>(options.threads));
-  const int threads = context->threads();
-  check_fits_in_memory(options, kv_len, dtype);
+// ---- resolve: the options as the library's values -------------------------
 
-  const Mask mask = parse_mask_spec(options.mask);
-  const Precision precision = *parse_precision(options.precision);
-  const ProductPath product_path = *parse_product_path(options.product_path);
-  // Before anything is timed: a forced path the target lacks is an error, and
-  // a first calibration (about 50 ms) happens here rather than in a timing.
-  const ProductPathChoice path_choice = choose_product_path(product_path);
+struct BenchSetup {
+  std::int64_t kv_len = 0;
+  DType dtype = DType::kF32;
+  std::shared_ptr<ThreadingContext> context;  // workload, runners, peak
+  int threads = 1;
+  Mask mask = Mask::dense();
+  ProductPathChoice path_choice;
+  BlockSizes blocks;
   std::string block_source = "given";
   std::string variant_source = "given";
-  BlockSizes blocks{options.block_q, options.block_kv};
   KernelVariant variant;
-  if (!options.variant.empty()) variant = *parse_kernel_variant(options.variant);
-  if (blocks.block_q == 0 || blocks.block_kv == 0 || options.variant.empty()) {
-    const BlockChoice choice =
-        choose_blocks(mask, options.q_len, kv_len, options.head_dim, dtype, threads, precision);
-    const std::string from = choice.from_cache ? "cache" : "heuristic";
-    if (blocks.block_q == 0 || blocks.block_kv == 0) {
-      block_source =
-          std::string(options.block_q != 0 || options.block_kv != 0 ? "given+" : "") + from;
-    }
-    if (blocks.block_q == 0) blocks.block_q = choice.blocks.block_q;
-    if (blocks.block_kv == 0) blocks.block_kv = choice.blocks.block_kv;
-    if (options.variant.empty()) {
-      variant = choice.variant;
-      variant_source = choice.from_cache ? "cache" : "default";
-    }
-  }
-  const TilePlan plan = TilePlan::build(mask, options.q_len, kv_len, blocks);
+  AttentionOptions attention;
+};
 
+// The tile sizes and loop variant not given: the cached choice, else the
+// heuristic (blocks) and the default (variant).
+void resolve_tiles(const BenchOptions& options, BenchSetup& setup) {
+  setup.blocks = {options.block_q, options.block_kv};
+  KernelVariant& variant = setup.variant;
+  if (!options.variant.empty()) variant = *parse_kernel_variant(options.variant);
+  if (setup.blocks.block_q != 0 && setup.blocks.block_kv != 0 && !options.variant.empty()) return;
+  const BlockChoice choice =
+      choose_blocks(setup.mask, options.q_len, setup.kv_len, options.head_dim, setup.dtype,
+                    setup.threads, setup.attention.precision);
+  const std::string from = choice.from_cache ? "cache" : "heuristic";
+  if (setup.blocks.block_q == 0 || setup.blocks.block_kv == 0) {
+    setup.block_source =
+        std::string(options.block_q != 0 || options.block_kv != 0 ? "given+" : "") + from;
+  }
+  if (setup.blocks.block_q == 0) setup.blocks.block_q = choice.blocks.block_q;
+  if (setup.blocks.block_kv == 0) setup.blocks.block_kv = choice.blocks.block_kv;
+  if (options.variant.empty()) {
+    variant = choice.variant;
+    setup.variant_source = choice.from_cache ? "cache" : "default";
+  }
+}
+
+BenchSetup resolve(const BenchOptions& options) {
+  BenchSetup setup;
+  setup.kv_len = options.kv_len > 0 ? options.kv_len : options.q_len;
+  setup.dtype = *parse_dtype(options.dtype);
+  setup.context = std::make_shared<ThreadingContext>(static_cast<int>(options.threads));
+  setup.threads = setup.context->threads();
+  check_fits_in_memory(options, setup.kv_len, setup.dtype);
+  setup.mask = parse_mask_spec(options.mask);
+  AttentionOptions& attention = setup.attention;
+  attention.mask_mode = *parse_mask_mode(options.mask_mode);
+  attention.threads = setup.threads;
+  attention.precision = *parse_precision(options.precision);
+  attention.product_path = *parse_product_path(options.product_path);
+  // Before anything is timed: a forced path the target lacks is an error, and
+  // a first calibration (about 50 ms) happens here rather than in a timing.
+  setup.path_choice = choose_product_path(attention.product_path);
+  resolve_tiles(options, setup);
+  attention.variant = setup.variant;
+  return setup;
+}
+
+// ---- run: time the kernel --------------------------------------------------
+
+struct BenchRun {
+  explicit BenchRun(TilePlan built) : plan(std::move(built)) {}
+  TilePlan plan;
+  std::vector<Alternative> alternatives;  // under --ablation
+  std::vector<double> alternative_seconds;
+  std::optional<Timing> timing;  // without --ablation
+  double seconds = 0.0;          // the selected configuration's median
+  double peak = 0.0, cpu_peak = 0.0;
+  std::optional<PeakMeasurement> int8_peak;
+  std::optional<Timing> dense;  // --compare-dense
+};
+
+// Random Q, K, V and the output they are attended into.
+struct BenchData {
+  RandomTensor q, k, v;
+  std::vector<float> out;
+  AttentionArgs args(const BenchOptions& options) {
+    return {q.view(), k.view(), v.view(),
+            MutableTensorView::contiguous(out.data(), DType::kF32, options.heads, options.q_len,
+                                          options.head_dim)};
+  }
+};
+
+BenchData random_data(const BenchOptions& options, const BenchSetup& setup) {
   std::mt19937_64 rng(options.seed);
   const std::int64_t d = options.head_dim;
-  const RandomTensor q(dtype, options.heads, options.q_len, d, rng);
-  const RandomTensor k(dtype, options.heads, kv_len, d, rng);
-  const RandomTensor v(dtype, options.heads, kv_len, d, rng);
-  std::vector<float> out(static_cast<std::size_t>(options.heads * options.q_len * d));
-  const AttentionArgs args{
-      q.view(), k.view(), v.view(),
-      MutableTensorView::contiguous(out.data(), DType::kF32, options.heads, options.q_len, d)};
+  RandomTensor q(setup.dtype, options.heads, options.q_len, d, rng);
+  RandomTensor k(setup.dtype, options.heads, setup.kv_len, d, rng);
+  RandomTensor v(setup.dtype, options.heads, setup.kv_len, d, rng);
+  return {std::move(q), std::move(k), std::move(v),
+          std::vector<float>(static_cast<std::size_t>(options.heads * options.q_len * d))};
+}
 
-  AttentionOptions attention;
-  attention.mask_mode = *parse_mask_mode(options.mask_mode);
-  attention.threads = threads;
-  attention.precision = precision;
-  attention.product_path = product_path;
-  attention.variant = variant;
-
-  // The peak is measured before and after the timed runs and the higher one
-  // kept: a peak is an upper bound, and another process on the machine can
-  // spoil either measurement but rarely both.
-  const PeakMeasurement before = measure_peak(dtype, threads, 0.2, context.get(), product_path);
-
-  AttentionRunner runner(context);
-  std::vector<Alternative> alternatives;
-  std::vector<double> alternative_seconds;
-  std::optional<Timing> timing;
-  if (!options.ablation.empty()) {
-    alternatives = ablation_alternatives(options.ablation, attention, dtype);
-    alternative_seconds = time_alternatives(runner, plan, args, alternatives, options.repeats);
-  } else {
-    timing = median_timing(runner, plan, args, attention, options.repeats);
-  }
-  // Under an ablation, the alternative the other options select (else the first).
+// Under an ablation, the alternative the other options select (else the first).
+std::size_t selected_alternative(const std::vector<Alternative>& alternatives,
+                                 const AttentionOptions& attention) {
   std::size_t selected = 0;
   for (std::size_t i = 0; i < alternatives.size(); ++i) {
     const AttentionOptions& o = alternatives[i].options;
@@ -259,112 +313,259 @@ void run_bench(const BenchOptions& options) {
       selected = i;
     }
   }
-  const double seconds = timing ? timing->seconds : alternative_seconds[selected];
-  const PeakMeasurement after = measure_peak(dtype, threads, 0.2, context.get(), product_path);
-  const double peak = std::max(before.gflops, after.gflops);
-  const double cpu_peak = std::max(before.cpu_gflops, after.cpu_gflops);
-  const PlanStats& stats = plan.stats();
-  const double flops_per_pair = 4.0 * static_cast<double>(d) * static_cast<double>(options.heads);
-  const double gflops = flops_per_pair * static_cast<double>(stats.kept_pairs) / seconds * 1e-9;
+  return selected;
+}
 
-  nlohmann::ordered_json record;
-  record["mask"] = mask.to_string();
-  record["q_len"] = options.q_len;
-  record["kv_len"] = kv_len;
-  record["heads"] = options.heads;
-  record["head_dim"] = d;
-  record["dtype"] = std::string(to_string(dtype));
-  record["block_q"] = blocks.block_q;
-  record["block_kv"] = blocks.block_kv;
-  record["blocks_from"] = block_source;
-  record["mask_mode"] = std::string(to_string(attention.mask_mode));
-  record["threads"] = threads;
-  record["isa"] = active_isa();
-  record["precision"] = std::string(to_string(precision));
-  // Which bf16 product path ran and why (the calibration's rates when measured).
-  record["product_path"] =
-      dtype == DType::kBF16 ? std::string(to_string(path_choice.path)) : std::string("fma");
-  record["product_path_reason"] =
-      dtype == DType::kBF16 ? path_choice.reason
-                            : std::string(to_string(dtype)) + " inputs run on the f32 FMA";
-  if (path_choice.dot_gflops > 0.0) {
-    record["calibration_dot_gflops"] = path_choice.dot_gflops;
-    record["calibration_fma_gflops"] = path_choice.fma_gflops;
+BenchRun run(const BenchOptions& options, const BenchSetup& setup) {
+  BenchRun result(TilePlan::build(setup.mask, options.q_len, setup.kv_len, setup.blocks));
+  BenchData data = random_data(options, setup);
+  const AttentionArgs args = data.args(options);
+  const AttentionOptions& attention = setup.attention;
+  ThreadingContext* context = setup.context.get();
+  // The peak is measured before and after the timed runs and the higher one
+  // kept: a peak is an upper bound, and another process on the machine can
+  // spoil either measurement but rarely both.
+  const PeakMeasurement before =
+      measure_peak(setup.dtype, setup.threads, 0.2, context, attention.product_path);
+  AttentionRunner runner(setup.context);
+  if (!options.ablation.empty()) {
+    result.alternatives = ablation_alternatives(options.ablation, attention, setup.dtype);
+    result.alternative_seconds =
+        time_alternatives(runner, result.plan, args, result.alternatives, options.repeats);
+    result.seconds =
+        result.alternative_seconds[selected_alternative(result.alternatives, attention)];
+  } else {
+    result.timing = median_timing(runner, result.plan, args, attention, options.repeats);
+    result.seconds = result.timing->seconds;
   }
-  const KernelProducts products = kernel_products(dtype, precision, path_choice.path);
+  const PeakMeasurement after =
+      measure_peak(setup.dtype, setup.threads, 0.2, context, attention.product_path);
+  result.peak = std::max(before.gflops, after.gflops);
+  result.cpu_peak = std::max(before.cpu_gflops, after.cpu_gflops);
+  if (attention.precision == Precision::kInt8 || options.ablation == "precision") {
+    result.int8_peak = measure_int8_peak(setup.threads, 0.2, context);
+  }
+  if (options.compare_dense) {
+    // The dense baseline runs in tile mode: all of its tiles are full, so it
+    // is the mask-free ideal that a sparse run should scale down from.
+    const TilePlan dense =
+        TilePlan::build(Mask::dense(), options.q_len, setup.kv_len, setup.blocks);
+    AttentionOptions dense_attention = attention;
+    dense_attention.mask_mode = MaskMode::kTile;
+    result.dense = median_timing(runner, dense, args, dense_attention, options.repeats);
+  }
+  return result;
+}
+
+// ---- report ------------------------------------------------------------------
+
+// What ran: the shape, the tiles and the kernel's configuration.
+void report_setup(const BenchOptions& options, const BenchSetup& setup, Report& report) {
+  nlohmann::ordered_json& record = report.record;
+  const DType dtype = setup.dtype;
+  record["mask"] = setup.mask.to_string();
+  record["q_len"] = options.q_len;
+  record["kv_len"] = setup.kv_len;
+  record["heads"] = options.heads;
+  record["head_dim"] = options.head_dim;
+  record["dtype"] = std::string(to_string(dtype));
+  record["block_q"] = setup.blocks.block_q;
+  record["block_kv"] = setup.blocks.block_kv;
+  record["blocks_from"] = setup.block_source;
+  record["mask_mode"] = std::string(to_string(setup.attention.mask_mode));
+  record["threads"] = setup.threads;
+  record["isa"] = active_isa();
+  record["precision"] = std::string(to_string(setup.attention.precision));
+  // Which bf16 product path ran and why (the calibration's rates when measured).
+  const ProductPathChoice& path = setup.path_choice;
+  record["product_path"] =
+      dtype == DType::kBF16 ? std::string(to_string(path.path)) : std::string("fma");
+  record["product_path_reason"] =
+      dtype == DType::kBF16 ? path.reason
+                            : std::string(to_string(dtype)) + " inputs run on the f32 FMA";
+  if (path.dot_gflops > 0.0) {
+    record["calibration_dot_gflops"] = path.dot_gflops;
+    record["calibration_fma_gflops"] = path.fma_gflops;
+  }
+  const KernelProducts products = kernel_products(dtype, setup.attention.precision, path.path);
   record["qk_product"] = products.qk;
   record["pv_product"] = products.pv;
-  record["variant"] = to_string(variant);
-  record["variant_from"] = variant_source;
+  record["variant"] = to_string(setup.variant);
+  record["variant_from"] = setup.variant_source;
   record["repeats"] = options.repeats;
+}
+
+// Flops of the kept pairs: 4 * head_dim per pair per head (Q K^T and P V).
+double flops_per_pair(const BenchOptions& options) {
+  return 4.0 * static_cast<double>(options.head_dim) * static_cast<double>(options.heads);
+}
+
+// The speed against the peak, by wall clock and by CPU time.
+void report_speed(const BenchOptions& options, const BenchSetup& setup, const BenchRun& run,
+                  Report& report) {
+  nlohmann::ordered_json& record = report.record;
+  const PlanStats& stats = run.plan.stats();
+  const double kept = flops_per_pair(options) * static_cast<double>(stats.kept_pairs);
+  const double gflops = kept / run.seconds * 1e-9;
   record["kept_pairs"] = stats.kept_pairs;
   record["density"] = stats.density;
-  record["seconds"] = seconds;
+  record["seconds"] = run.seconds;
   record["gflops"] = gflops;
-  record["peak_gflops"] = peak;
-  record["peak_gflops_per_thread"] = peak / threads;
-  record["efficiency"] = peak > 0.0 ? gflops / peak : 0.0;
-  if (timing) {
-    const double cpu_gflops =
-        flops_per_pair * static_cast<double>(stats.kept_pairs) / timing->cpu_seconds * 1e-9;
-    record["cpu_seconds"] = timing->cpu_seconds;
+  record["peak_gflops"] = run.peak;
+  record["peak_gflops_per_thread"] = run.peak / setup.threads;
+  record["efficiency"] = run.peak > 0.0 ? gflops / run.peak : 0.0;
+  if (run.timing) {
+    const double cpu_gflops = kept / run.timing->cpu_seconds * 1e-9;
+    record["cpu_seconds"] = run.timing->cpu_seconds;
     record["cpu_gflops"] = cpu_gflops;
-    record["cpu_peak_gflops"] = cpu_peak;
-    record["cpu_efficiency"] = cpu_peak > 0.0 ? cpu_gflops / cpu_peak : 0.0;
+    record["cpu_peak_gflops"] = run.cpu_peak;
+    record["cpu_efficiency"] = run.cpu_peak > 0.0 ? cpu_gflops / run.cpu_peak : 0.0;
   }
   // Runnable processes, averaged over the last minute (against the cores the
   // machine has): timings on a loaded machine are slower, so every result
   // says how loaded it was.
   double load[1] = {0.0};
   if (getloadavg(load, 1) == 1) record["load_average"] = load[0];
+}
 
-  // Each alternative's median seconds and its ratio to the first
-  // ("element_vs_tile": element seconds / tile seconds).
-  for (std::size_t i = 0; i < alternatives.size(); ++i) {
-    record[alternatives[i].label + "_seconds"] = alternative_seconds[i];
+// Each alternative's median seconds and its ratio to the first
+// ("element_vs_tile": element seconds / tile seconds); the int8 peak.
+void report_alternatives(const BenchRun& run, Report& report) {
+  nlohmann::ordered_json& record = report.record;
+  const auto& list = run.alternatives;
+  const auto& seconds = run.alternative_seconds;
+  for (std::size_t i = 0; i < list.size(); ++i) record[list[i].label + "_seconds"] = seconds[i];
+  for (std::size_t i = 1; i < list.size(); ++i) {
+    record[list[i].label + "_vs_" + list[0].label] = seconds[i] / seconds[0];
   }
-  for (std::size_t i = 1; i < alternatives.size(); ++i) {
-    record[alternatives[i].label + "_vs_" + alternatives[0].label] =
-        alternative_seconds[i] / alternative_seconds[0];
+  if (run.int8_peak) {
+    record["int8_peak_gops"] = run.int8_peak->gflops;
+    record["cpu_int8_peak_gops"] = run.int8_peak->cpu_gflops;
   }
-  if (precision == Precision::kInt8 || options.ablation == "precision") {
-    const PeakMeasurement int8_peak = measure_int8_peak(threads, 0.2, context.get());
-    record["int8_peak_gops"] = int8_peak.gflops;
-    record["cpu_int8_peak_gops"] = int8_peak.cpu_gflops;
-  }
+}
 
-  if (options.compare_dense) {
-    // The dense baseline runs in tile mode: all of its tiles are full, so it
-    // is the mask-free ideal that a sparse run should scale down from.
-    const TilePlan dense = TilePlan::build(Mask::dense(), options.q_len, kv_len, blocks);
-    AttentionOptions dense_attention = attention;
-    dense_attention.mask_mode = MaskMode::kTile;
-    const Timing dense_timing =
-        median_timing(runner, dense, args, dense_attention, options.repeats);
-    const double dense_seconds = dense_timing.seconds;
-    const double dense_pairs = static_cast<double>(options.q_len) * static_cast<double>(kv_len);
-    record["dense_seconds"] = dense_seconds;
-    record["dense_gflops"] = flops_per_pair * dense_pairs / dense_seconds * 1e-9;
-    record["dense_efficiency"] = peak > 0.0 ? record["dense_gflops"].get<double>() / peak : 0.0;
-    record["speedup_vs_dense"] = dense_seconds / seconds;
-    // Null rather than infinity when nothing is kept: JSON has no infinity.
-    record["sparse_vs_ideal"] =
-        stats.density > 0.0 ? nlohmann::ordered_json(seconds / (dense_seconds * stats.density))
-                            : nlohmann::ordered_json(nullptr);
-    if (timing) {
-      record["dense_cpu_seconds"] = dense_timing.cpu_seconds;
-      record["cpu_sparse_vs_ideal"] =
-          stats.density > 0.0 ? nlohmann::ordered_json(timing->cpu_seconds /
-                                                       (dense_timing.cpu_seconds * stats.density))
-                              : nlohmann::ordered_json(nullptr);
-    }
-  }
+// Null rather than infinity when nothing is kept: JSON has no infinity.
+nlohmann::ordered_json ratio_to_ideal(double sparse, double dense, double density) {
+  return density > 0.0 ? nlohmann::ordered_json(sparse / (dense * density))
+                       : nlohmann::ordered_json(nullptr);
+}
 
-  if (options.json) {
-    print_json(record, std::cout);
-  } else {
-    print_table(record, std::cout);
+void report_dense(const BenchOptions& options, const BenchSetup& setup, const BenchRun& run,
+                  Report& report) {
+  nlohmann::ordered_json& record = report.record;
+  const Timing& dense = *run.dense;
+  const double density = run.plan.stats().density;
+  const double dense_pairs = static_cast<double>(options.q_len) * static_cast<double>(setup.kv_len);
+  const double dense_gflops = flops_per_pair(options) * dense_pairs / dense.seconds * 1e-9;
+  record["dense_seconds"] = dense.seconds;
+  record["dense_gflops"] = dense_gflops;
+  record["dense_efficiency"] = run.peak > 0.0 ? dense_gflops / run.peak : 0.0;
+  record["speedup_vs_dense"] = dense.seconds / run.seconds;
+  record["sparse_vs_ideal"] = ratio_to_ideal(run.seconds, dense.seconds, density);
+  if (run.timing) {
+    record["dense_cpu_seconds"] = dense.cpu_seconds;
+    record["cpu_sparse_vs_ideal"] =
+        ratio_to_ideal(run.timing->cpu_seconds, dense.cpu_seconds, density);
   }
+}
+
+Report bench_report(const BenchOptions& options, const BenchSetup& setup, const BenchRun& run) {
+  Report report;
+  report_setup(options, setup, report);
+  report_speed(options, setup, run, report);
+  report_alternatives(run, report);
+  if (run.dense) report_dense(options, setup, run, report);
+  return report;
+}
+
+void run_bench(const BenchOptions& options) {
+  const BenchSetup setup = resolve(options);
+  emit(bench_report(options, setup, run(options, setup)), table_or_json(options.json), std::cout);
+}
+
+constexpr const char* kBenchFooter =
+    "Reports the median of --repeats runs after one warm-up run: gflops counts 4 * head_dim\n"
+    "flops per kept pair per head, efficiency is gflops / peak_gflops (the multiply-add\n"
+    "peak measured in this process, before and after the timed runs, the higher kept),\n"
+    "sparse_vs_ideal is seconds / (dense_seconds * density); load_average is the\n"
+    "machine's one-minute load when the result was taken. The cpu_* figures are the\n"
+    "same from CPU time (the process's, per thread; the peak loop's, per worker):\n"
+    "on a loaded machine they stay near what a quiet one gives.\n"
+    "product_path and product_path_reason say how bf16 was multiplied and why,\n"
+    "qk_product and pv_product what each product ran on; with --precision int8,\n"
+    "efficiency is still against the input dtype's peak (int8_peak_gops beside it).\n"
+    "TILESPLASH_ISA=<name> in the environment forces a SIMD target;\n"
+    "TILESPLASH_PRODUCT_PATH=dot|widen the bf16 product path.\n\n"
+    "Examples:\n"
+    "  tilesplash bench --mask causal --q-len 4096 --head-dim 128 --dtype f32\n"
+    "  tilesplash bench --mask 'local:left=2048,right=2048' --q-len 16384 --head-dim 128 \\\n"
+    "      --dtype bf16 --heads 2 --compare-dense --json\n"
+    "  tilesplash bench --mask 'local:left=512,right=512' --q-len 16384 --head-dim 64 \\\n"
+    "      --dtype bf16 --ablation mask\n"
+    "  tilesplash bench --mask dense --q-len 8192 --head-dim 128 --dtype bf16 --threads 1 \\\n"
+    "      --ablation product-path --json";
+
+// What is attended: the mask, the shape and the dtype.
+void add_workload_options(CLI::App& app, BenchOptions& options) {
+  app.add_option("--mask", options.mask,
+                 "Mask SPEC (see `tilesplash plan --help`), e.g. causal or\n"
+                 "'local:left=256,right=256'")
+      ->required()
+      ->type_name("SPEC")
+      ->check(mask_spec());
+  app.add_option("--q-len", options.q_len, "Query sequence length")
+      ->required()
+      ->type_name("N")
+      ->transform(integer_in(1, kMaxLength));
+  app.add_option("--kv-len", options.kv_len, "Key/value sequence length (default: --q-len)")
+      ->type_name("M")
+      ->transform(integer_in(1, kMaxLength));
+  add_head_dim_option(app, options.head_dim, "Head dimension")->required();
+  add_dtype_option(app, options.dtype, "Input dtype")->required();
+  app.add_option("--heads", options.heads, "Attention heads")
+      ->type_name("H")
+      ->capture_default_str()
+      ->transform(integer_in(1, 65536));
+}
+
+// How the kernel runs it: threads, tiles, mask mode, precision, product path, variant.
+void add_kernel_options(CLI::App& app, BenchOptions& options) {
+  add_threads_option(app, options.threads);
+  app.add_option("--block-q", options.block_q,
+                 "Query rows per tile: " + kernel_limits::block_q_rule() +
+                     " (default: the `tilesplash tune` choice\n"
+                     "cached for this shape, else a heuristic)")
+      ->type_name("BQ")
+      ->transform(block_q_value());
+  app.add_option("--block-kv", options.block_kv,
+                 "Keys per tile: " + kernel_limits::block_kv_rule() + " (default: as --block-q)")
+      ->type_name("BK")
+      ->transform(block_kv_value());
+  app.add_option("--mask-mode", options.mask_mode,
+                 "tile (full tiles mask-free), element (mask predicate on every\n"
+                 "pair) or bitmask (every visited tile bitmasked)")
+      ->type_name("MODE")
+      ->capture_default_str()
+      ->check(mask_mode_name());
+  add_precision_option(app, options.precision);
+  app.add_option("--product-path", options.product_path,
+                 "bf16 inputs: dot (the target's bf16 dot product), widen (to f32 for the\n"
+                 "FMA) or auto (whichever this CPU runs faster, measured once and cached)")
+      ->type_name("PATH")
+      ->capture_default_str()
+      ->check(product_path_name());
+  app.add_option("--variant", options.variant,
+                 "Kernel loop variant: rows6, rows12 or rows24 (query rows per pass over\n"
+                 "a key panel), optionally +prefetch (default: the tuned one, else rows6)")
+      ->type_name("V")
+      ->check(kernel_variant_name());
+  app.add_option("--ablation", options.ablation,
+                 "Time alternatives interleaved on the same plan and data and report each\n"
+                 "and its ratio to the first: mask (tile, element, bitmask), variant (every\n"
+                 "kernel loop variant), product-path (dot, widen; bf16) or precision\n"
+                 "(default, int8)")
+      ->type_name("WHAT")
+      ->check(CLI::IsMember(ablation_names()));
 }
 
 }  // namespace
@@ -373,83 +574,9 @@ Command add_bench_command(CLI::App& parent) {
   auto options = std::make_shared<BenchOptions>();
   CLI::App* app = parent.add_subcommand(
       "bench", "Time the attention kernel on random data against the measured FMA peak");
-  app->footer(
-      "Reports the median of --repeats runs after one warm-up run: gflops counts 4 * head_dim\n"
-      "flops per kept pair per head, efficiency is gflops / peak_gflops (the multiply-add\n"
-      "peak measured in this process, before and after the timed runs, the higher kept),\n"
-      "sparse_vs_ideal is seconds / (dense_seconds * density); load_average is the\n"
-      "machine's one-minute load when the result was taken. The cpu_* figures are the\n"
-      "same from CPU time (the process's, per thread; the peak loop's, per worker):\n"
-      "on a loaded machine they stay near what a quiet one gives.\n"
-      "product_path and product_path_reason say how bf16 was multiplied and why,\n"
-      "qk_product and pv_product what each product ran on; with --precision int8,\n"
-      "efficiency is still against the input dtype's peak (int8_peak_gops beside it).\n"
-      "TILESPLASH_ISA=<name> in the environment forces a SIMD target;\n"
-      "TILESPLASH_PRODUCT_PATH=dot|widen the bf16 product path.\n\n"
-      "Examples:\n"
-      "  tilesplash bench --mask causal --q-len 4096 --head-dim 128 --dtype f32\n"
-      "  tilesplash bench --mask 'local:left=2048,right=2048' --q-len 16384 --head-dim 128 \\\n"
-      "      --dtype bf16 --heads 2 --compare-dense --json\n"
-      "  tilesplash bench --mask 'local:left=512,right=512' --q-len 16384 --head-dim 64 \\\n"
-      "      --dtype bf16 --ablation mask\n"
-      "  tilesplash bench --mask dense --q-len 8192 --head-dim 128 --dtype bf16 --threads 1 \\\n"
-      "      --ablation product-path --json");
-
-  app->add_option("--mask", options->mask,
-                  "Mask SPEC (see `tilesplash plan --help`), e.g. causal or\n"
-                  "'local:left=256,right=256'")
-      ->required()
-      ->type_name("SPEC")
-      ->check(mask_spec());
-  app->add_option("--q-len", options->q_len, "Query sequence length")
-      ->required()
-      ->type_name("N")
-      ->transform(integer_in(1, kMaxLength));
-  app->add_option("--kv-len", options->kv_len, "Key/value sequence length (default: --q-len)")
-      ->type_name("M")
-      ->transform(integer_in(1, kMaxLength));
-  add_head_dim_option(*app, options->head_dim, "Head dimension")->required();
-  add_dtype_option(*app, options->dtype, "Input dtype")->required();
-  app->add_option("--heads", options->heads, "Attention heads")
-      ->type_name("H")
-      ->capture_default_str()
-      ->transform(integer_in(1, 65536));
-  add_threads_option(*app, options->threads);
-  app->add_option("--block-q", options->block_q,
-                  "Query rows per tile: " + kernel_limits::block_q_rule() +
-                      " (default: the `tilesplash tune` choice\n"
-                      "cached for this shape, else a heuristic)")
-      ->type_name("BQ")
-      ->transform(block_q_value());
-  app->add_option("--block-kv", options->block_kv,
-                  "Keys per tile: " + kernel_limits::block_kv_rule() + " (default: as --block-q)")
-      ->type_name("BK")
-      ->transform(block_kv_value());
-  app->add_option("--mask-mode", options->mask_mode,
-                  "tile (full tiles mask-free), element (mask predicate on every\n"
-                  "pair) or bitmask (every visited tile bitmasked)")
-      ->type_name("MODE")
-      ->capture_default_str()
-      ->check(mask_mode_name());
-  add_precision_option(*app, options->precision);
-  app->add_option("--product-path", options->product_path,
-                  "bf16 inputs: dot (the target's bf16 dot product), widen (to f32 for the\n"
-                  "FMA) or auto (whichever this CPU runs faster, measured once and cached)")
-      ->type_name("PATH")
-      ->capture_default_str()
-      ->check(product_path_name());
-  app->add_option("--variant", options->variant,
-                  "Kernel loop variant: rows6, rows12 or rows24 (query rows per pass over\n"
-                  "a key panel), optionally +prefetch (default: the tuned one, else rows6)")
-      ->type_name("V")
-      ->check(kernel_variant_name());
-  app->add_option("--ablation", options->ablation,
-                  "Time alternatives interleaved on the same plan and data and report each\n"
-                  "and its ratio to the first: mask (tile, element, bitmask), variant (every\n"
-                  "kernel loop variant), product-path (dot, widen; bf16) or precision\n"
-                  "(default, int8)")
-      ->type_name("WHAT")
-      ->check(CLI::IsMember({"mask", "variant", "product-path", "precision"}));
+  app->footer(kBenchFooter);
+  add_workload_options(*app, *options);
+  add_kernel_options(*app, *options);
   app->add_flag("--compare-dense", options->compare_dense,
                 "Also time the dense mask on the same data and blocks");
   app->add_option("--repeats", options->repeats, "Timed runs; the median is reported")

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "median.h"
 #include "options.h"
 #include "report.h"
 #include "tilesplash/attention.h"
@@ -28,6 +29,7 @@
 #include "tilesplash/threading.h"
 #include "tilesplash/video.h"
 #include "tilesplash/workload.h"
+#include "video_setup.h"
 
 namespace tilesplash::cli {
 namespace {
@@ -72,12 +74,6 @@ std::vector<std::string> split(const std::string& text, const char* what) {
   }
   if (items.empty()) throw std::invalid_argument(std::string(what) + " must not be empty");
   return items;
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t mid = values.size() / 2;
-  return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
 }
 
 struct HeadTimes {
@@ -130,25 +126,18 @@ Agreement agreement(const std::vector<float>& got, const std::vector<float>& den
           gg > 0.0 && dd > 0.0 ? gd / std::sqrt(gg * dd) : 0.0};
 }
 
-void run_compare(const CompareOptions& options) {
-  const VideoShape shape = options.shape.resolve();
-  const VideoGeometry& geometry = shape.geometry;
-  const VideoPreset* preset = shape.preset;
-  const std::int64_t head_dim = options.head_dim > 0 ? options.head_dim : shape.head_dim();
-  const DType dtype = *parse_dtype(options.dtype);
-  // One threading context for the whole command: workload, runners, peak.
-  const auto context = std::make_shared<ThreadingContext>(static_cast<int>(options.threads));
-  const int threads = context->threads();
+// ---- resolve -----------------------------------------------------------------
+
+struct CompareSetup : VideoSetup {
+  explicit CompareSetup(VideoSetup video) : VideoSetup(std::move(video)) {}
   std::vector<PlantedHead> planted;
-  if (options.planted.empty()) {
-    planted.assign(planted_heads().begin(), planted_heads().end());
-  } else {
-    for (const std::string& name : split(options.planted, "--planted")) {
-      planted.push_back(parse_planted_head(name));
-    }
-  }
   std::vector<double> densities;
-  for (const std::string& text : split(options.densities, "--densities")) {
+  std::vector<std::string> methods;
+};
+
+std::vector<double> parse_densities(const std::string& list) {
+  std::vector<double> densities;
+  for (const std::string& text : split(list, "--densities")) {
     std::size_t used = 0;
     double value = std::numeric_limits<double>::quiet_NaN();
     try {
@@ -160,57 +149,140 @@ void run_compare(const CompareOptions& options) {
     }
     densities.push_back(value);
   }
-  const std::vector<std::string> methods = split(options.methods, "--methods");
+  return densities;
+}
+
+CompareSetup resolve(const CompareOptions& options) {
+  CompareSetup setup(
+      resolve_video(options.shape, options.head_dim, options.dtype, options.threads));
+  if (options.planted.empty()) {
+    setup.planted.assign(planted_heads().begin(), planted_heads().end());
+  } else {
+    for (const std::string& name : split(options.planted, "--planted")) {
+      setup.planted.push_back(parse_planted_head(name));
+    }
+  }
+  setup.densities = parse_densities(options.densities);
+  setup.methods = split(options.methods, "--methods");
   // Every method is checked before the long runs start.
-  for (const std::string& method : methods) {
+  for (const std::string& method : setup.methods) {
     method_info(method, "--methods");
-    method_attention_options(method, geometry, {0.5});
+    method_attention_options(method, setup.shape.geometry, {0.5});
+  }
+  return setup;
+}
+
+// ---- run -----------------------------------------------------------------------
+
+// One method at one density: the last timed call's report, its median times,
+// the untimed call's report, and each head's agreement with dense and fields.
+struct MethodRun {
+  std::string method;
+  double density = 0.0;
+  LayerReport report, cold;
+  std::vector<HeadTimes> times;
+  std::vector<Agreement> agreement;
+  std::vector<Fields> fields;
+};
+
+struct CompareRun {
+  std::vector<HeadTimes> dense_times;
+  std::vector<MethodRun> methods;
+};
+
+// Runs every configuration through one front door, kernel and tile size.
+class Runner {
+ public:
+  Runner(const CompareOptions& options, const CompareSetup& setup)
+      : options_(options),
+        setup_(setup),
+        workload_(make_workload(setup, static_cast<std::int64_t>(setup.planted.size()),
+                                options.seed, setup.planted)) {}
+
+  std::vector<HeadTimes> run_dense() {
+    VideoAttentionOptions dense = configure({});
+    dense.force = HeadMask::kDense;
+    VideoAttention attention(setup_.shape.geometry, dense, setup_.context);
+    std::vector<HeadTimes> times;
+    LayerReport cold;
+    run_timed(attention, args(dense_out_), options_.repeats, times, &cold);
+    return times;
   }
 
-  WorkloadOptions workload_options;
-  workload_options.heads = static_cast<std::int64_t>(planted.size());
-  workload_options.head_dim = head_dim;
-  workload_options.dtype = dtype;
-  workload_options.seed = options.seed;
-  workload_options.planted = planted;
-  workload_options.threads = threads;
-  const VideoWorkload workload(geometry, workload_options, context.get());
-  const std::int64_t n = geometry.tokens(), heads = workload.heads();
-  const std::size_t head_size = static_cast<std::size_t>(n * head_dim);
-  const auto args = [&](std::vector<float>& out) {
-    out.assign(head_size * static_cast<std::size_t>(heads), 0.0f);
+  MethodRun run_method(const std::string& method, double density) {
+    MethodOptions method_options;
+    method_options.density = density;
+    method_options.sink = options_.sink;
+    VideoAttentionOptions attention_options =
+        configure(method_attention_options(method, setup_.shape.geometry, method_options));
+    // Routing picks among candidates at the density asked for (radial's
+    // floor and sta's coarse windows can sit far above it).
+    attention_options.density_budget = std::min(1.0, kBudgetSlack * density);
+    VideoAttention attention(setup_.shape.geometry, attention_options, setup_.context);
+    MethodRun run;
+    run.method = method;
+    run.density = density;
+    run.report = run_timed(attention, args(out_), options_.repeats, run.times, &run.cold);
+    const std::size_t head_size = static_cast<std::size_t>(n() * setup_.head_dim);
+    for (std::size_t h = 0; h < run.report.heads.size(); ++h) {
+      run.agreement.push_back(agreement(out_, dense_out_, h * head_size, head_size));
+      run.fields.push_back(head_fields(run.report.heads[h], attention.candidates()));
+    }
+    return run;
+  }
+
+ private:
+  std::int64_t n() const { return setup_.shape.geometry.tokens(); }
+
+  AttentionArgs args(std::vector<float>& out) const {
+    const std::int64_t heads = workload_->heads();
+    out.assign(static_cast<std::size_t>(heads * n() * setup_.head_dim), 0.0f);
     return AttentionArgs{
-        workload.q(), workload.k(), workload.v(),
-        MutableTensorView::contiguous(out.data(), DType::kF32, heads, n, head_dim)};
-  };
-  const auto configure = [&](VideoAttentionOptions o) {
-    o.router = {options.samples, options.seed};
-    o.blocks = {options.block_q, options.block_kv};
-    o.threads = threads;
+        workload_->q(), workload_->k(), workload_->v(),
+        MutableTensorView::contiguous(out.data(), DType::kF32, heads, n(), setup_.head_dim)};
+  }
+
+  VideoAttentionOptions configure(VideoAttentionOptions o) const {
+    o.router = {options_.samples, options_.seed};
+    o.blocks = {options_.block_q, options_.block_kv};
+    o.threads = setup_.threads;
     if (o.clusters) {
-      if (options.query_clusters > 0) o.clusters->query_clusters = options.query_clusters;
-      if (options.key_clusters > 0) o.clusters->key_clusters = options.key_clusters;
-      o.clusters->seed = options.seed;
+      if (options_.query_clusters > 0) o.clusters->query_clusters = options_.query_clusters;
+      if (options_.key_clusters > 0) o.clusters->key_clusters = options_.key_clusters;
+      o.clusters->seed = options_.seed;
     }
     return o;
-  };
+  }
 
-  std::vector<float> dense_out, out;
-  VideoAttentionOptions dense_options = configure({});
-  dense_options.force = HeadMask::kDense;
-  VideoAttention dense_attention(geometry, dense_options, context);
-  std::vector<HeadTimes> dense_times;
-  LayerReport cold;
-  run_timed(dense_attention, args(dense_out), options.repeats, dense_times, &cold);
+  const CompareOptions& options_;
+  const CompareSetup& setup_;
+  const std::unique_ptr<VideoWorkload> workload_;
+  std::vector<float> dense_out_, out_;
+};
 
-  nlohmann::ordered_json record;
-  record["preset"] = preset ? nlohmann::ordered_json(std::string(preset->name)) : nullptr;
-  record["geometry"] = geometry.to_string();
-  record["tokens"] = n;
-  record["head_dim"] = head_dim;
-  record["dtype"] = std::string(to_string(dtype));
+CompareRun run(const CompareOptions& options, const CompareSetup& setup) {
+  Runner runner(options, setup);
+  CompareRun result;
+  result.dense_times = runner.run_dense();
+  for (const std::string& method : setup.methods) {
+    for (const double density : setup.densities) {
+      result.methods.push_back(runner.run_method(method, density));
+    }
+  }
+  return result;
+}
+
+// ---- report ----------------------------------------------------------------------
+
+void report_setup(const CompareOptions& options, const CompareSetup& setup,
+                  nlohmann::ordered_json& record) {
+  record["preset"] = preset_name(setup.shape);
+  record["geometry"] = setup.shape.geometry.to_string();
+  record["tokens"] = setup.shape.geometry.tokens();
+  record["head_dim"] = setup.head_dim;
+  record["dtype"] = std::string(to_string(setup.dtype));
   record["isa"] = active_isa();
-  record["threads"] = threads;
+  record["threads"] = setup.threads;
   record["samples"] = options.samples;
   record["seed"] = options.seed;
   record["sink"] = options.sink;
@@ -223,67 +295,49 @@ void run_compare(const CompareOptions& options) {
     if (method.spec) families.push_back(std::string(method.name));
   }
   record["families"] = std::move(families);
-  auto dense_rows = nlohmann::ordered_json::array();
-  for (std::int64_t h = 0; h < heads; ++h) {
-    nlohmann::ordered_json row;
-    row["planted"] = std::string(to_string(planted[static_cast<std::size_t>(h)]));
-    row["dense_ms"] = dense_times[static_cast<std::size_t>(h)].seconds * 1e3;
-    dense_rows.push_back(std::move(row));
-  }
-  record["dense"] = std::move(dense_rows);
+}
 
+nlohmann::ordered_json dense_rows(const CompareSetup& setup, const CompareRun& run) {
   auto rows = nlohmann::ordered_json::array();
-  for (const std::string& method : methods) {
-    for (const double density : densities) {
-      MethodOptions method_options;
-      method_options.density = density;
-      method_options.sink = options.sink;
-      VideoAttentionOptions attention_options =
-          configure(method_attention_options(method, geometry, method_options));
-      // Routing picks among candidates at the density asked for (radial's
-      // floor and sta's coarse windows can sit far above it).
-      attention_options.density_budget = std::min(1.0, kBudgetSlack * density);
-      VideoAttention attention(geometry, attention_options, context);
-      std::vector<HeadTimes> times;
-      const LayerReport report = run_timed(attention, args(out), options.repeats, times, &cold);
-      for (std::int64_t h = 0; h < heads; ++h) {
-        const std::size_t i = static_cast<std::size_t>(h);
-        const HeadReport& head = report.heads[i];
-        const Agreement a = agreement(out, dense_out, i * head_size, head_size);
-        const HeadTimes& t = times[i];
-        nlohmann::ordered_json row;
-        row["method"] = method;
-        row["target_density"] = density;
-        row["planted"] = std::string(to_string(planted[i]));
-        // The last timed call's head report, then this comparison's own
-        // columns: errors against dense and median times.
-        row.update(to_json(head_fields(head, attention.candidates())));
-        row["rel_l2"] = a.rel_l2;
-        row["cosine"] = a.cosine;
-        row["kernel_ms"] = (t.seconds - t.permute - t.cluster - t.plan) * 1e3;
-        row["permute_ms"] = t.permute * 1e3;
-        row["routing_ms"] = report.routing_seconds / static_cast<double>(heads) * 1e3;
-        row["cluster_ms"] = t.cluster * 1e3;
-        row["cluster_cold_ms"] = cold.heads[i].cluster_seconds * 1e3;
-        row["plan_ms"] = t.plan * 1e3;
-        row["dense_ms"] = dense_times[i].seconds * 1e3;
-        rows.push_back(std::move(row));
-      }
-    }
+  for (std::size_t h = 0; h < setup.planted.size(); ++h) {
+    nlohmann::ordered_json row;
+    row["planted"] = std::string(to_string(setup.planted[h]));
+    row["dense_ms"] = run.dense_times[h].seconds * 1e3;
+    rows.push_back(std::move(row));
   }
+  return rows;
+}
 
-  if (options.json) {
-    record["rows"] = std::move(rows);
-    print_json(record, std::cout);
-    return;
-  }
-  print_table(record, std::cout);
-  std::cout << '\n'
-            << fmt::format("{:<8} {:>6}  {:<16} {:<12} {:>7} {:>7} {:>8} {:>8} {:>9} {:>9}\n",
-                           "method", "target", "planted", "choice", "density", "visited", "rel_l2",
-                           "cosine", "kernel_ms", "dense_ms");
-  for (const auto& row : rows) {
-    std::cout << fmt::format(
+// One head of one configuration: the last timed call's head report, then
+// this comparison's own columns: errors against dense and median times.
+nlohmann::ordered_json method_row(const CompareSetup& setup, const CompareRun& run,
+                                  const MethodRun& m, std::size_t i) {
+  const HeadTimes& t = m.times[i];
+  const double heads = static_cast<double>(setup.planted.size());
+  nlohmann::ordered_json row;
+  row["method"] = m.method;
+  row["target_density"] = m.density;
+  row["planted"] = std::string(to_string(setup.planted[i]));
+  row.update(to_json(m.fields[i]));
+  row["rel_l2"] = m.agreement[i].rel_l2;
+  row["cosine"] = m.agreement[i].cosine;
+  row["kernel_ms"] = (t.seconds - t.permute - t.cluster - t.plan) * 1e3;
+  row["permute_ms"] = t.permute * 1e3;
+  row["routing_ms"] = m.report.routing_seconds / heads * 1e3;
+  row["cluster_ms"] = t.cluster * 1e3;
+  row["cluster_cold_ms"] = m.cold.heads[i].cluster_seconds * 1e3;
+  row["plan_ms"] = t.plan * 1e3;
+  row["dense_ms"] = run.dense_times[i].seconds * 1e3;
+  return row;
+}
+
+void print_rows_text(const nlohmann::ordered_json& record, std::ostream& out) {
+  out << '\n'
+      << fmt::format("{:<8} {:>6}  {:<16} {:<12} {:>7} {:>7} {:>8} {:>8} {:>9} {:>9}\n", "method",
+                     "target", "planted", "choice", "density", "visited", "rel_l2", "cosine",
+                     "kernel_ms", "dense_ms");
+  for (const auto& row : record["rows"]) {
+    out << fmt::format(
         "{:<8} {:>6.2f}  {:<16} {:<12} {:>7.4f} {:>7.4f} {:>8.4f} {:>8.5f} {:>9.1f} {:>9.1f}\n",
         row["method"].get<std::string>(), row["target_density"].get<double>(),
         row["planted"].get<std::string>(), row["choice"].get<std::string>(),
@@ -291,6 +345,27 @@ void run_compare(const CompareOptions& options) {
         row["rel_l2"].get<double>(), row["cosine"].get<double>(), row["kernel_ms"].get<double>(),
         row["dense_ms"].get<double>());
   }
+}
+
+Report compare_report(const CompareOptions& options, const CompareSetup& setup,
+                      const CompareRun& run) {
+  Report report;
+  report_setup(options, setup, report.record);
+  report.record["dense"] = dense_rows(setup, run);
+  auto rows = nlohmann::ordered_json::array();
+  for (const MethodRun& m : run.methods) {
+    for (std::size_t i = 0; i < setup.planted.size(); ++i) {
+      rows.push_back(method_row(setup, run, m, i));
+    }
+  }
+  report.record["rows"] = std::move(rows);
+  report.sections = {scalar_table, print_rows_text};
+  return report;
+}
+
+void run_compare(const CompareOptions& options) {
+  const CompareSetup setup = resolve(options);
+  emit(compare_report(options, setup, run(options, setup)), table_or_json(options.json), std::cout);
 }
 
 }  // namespace

@@ -33,6 +33,7 @@
 #include "tilesplash/video.h"
 #include "tilesplash/video_plan.h"
 #include "tilesplash/workload.h"
+#include "video_setup.h"
 
 namespace tilesplash::cli {
 namespace {
@@ -60,7 +61,7 @@ void print_text(const nlohmann::ordered_json& record, std::ostream& out) {
                      record["tokens_per_frame"].get<std::int64_t>(),
                      record["head_dim"].get<std::int64_t>(), record["dtype"].get<std::string>(),
                      record["threads"].get<std::int64_t>(), record["isa"].get<std::string>());
-  if (record["method"] == "svg") {
+  if (method_info(record["method"].get<std::string>()).takes_band) {
     out << fmt::format("band      W = {} tokens ({:.2f} frames), ",
                        record["band"].get<std::int64_t>(), record["band_frames"].get<double>());
   }
@@ -90,51 +91,57 @@ void print_text(const nlohmann::ordered_json& record, std::ostream& out) {
   }
 }
 
-void run_demo(const DemoOptions& options) {
-  const VideoShape shape = options.shape.resolve();
-  const VideoGeometry& geometry = shape.geometry;
-  const std::int64_t n = geometry.tokens(), d = shape.head_dim(), heads = options.heads;
-  // One threading context for the whole command: workload, runners, peak.
-  const auto context = std::make_shared<ThreadingContext>(static_cast<int>(options.threads));
-  const int threads = context->threads();
-  // The picture of the plan the method's first candidate runs on (for svg
-  // the band plan every head shares).
-  const std::string png_name =
-      (options.method == "svg" ? std::string("band") : options.method) + "-plan.png";
-  const std::string png_path = options.png_dir.empty()
-                                   ? std::string()
-                                   : (std::filesystem::path(options.png_dir) / png_name).string();
-  OutputSet outputs;  // checks the destination before any work
-  if (!png_path.empty()) {
-    std::error_code error;
-    std::filesystem::create_directories(options.png_dir, error);
-    if (error) {
-      throw std::invalid_argument(
-          fmt::format("--png: cannot create directory '{}' ({}); expected a writable directory",
-                      options.png_dir, error.message()));
-    }
-    outputs.add_output(png_path, "--png");
+// ---- resolve -----------------------------------------------------------------
+
+struct DemoSetup : VideoSetup {
+  explicit DemoSetup(VideoSetup video) : VideoSetup(std::move(video)) {}
+  VideoAttentionOptions attention;
+  bool band_plan = false;  // the picture shows the band plan (a method that takes a band)
+  std::string png_path;    // empty: no picture
+};
+
+// The picture of the plan the method's first candidate runs on (for a method
+// that takes a band, the band plan every head shares); its directory exists
+// and its path is checked before any work.
+std::string png_path(const DemoOptions& options, bool band_plan, OutputSet& outputs) {
+  if (options.png_dir.empty()) return {};
+  const std::string name = (band_plan ? std::string("band") : options.method) + "-plan.png";
+  const std::string path = (std::filesystem::path(options.png_dir) / name).string();
+  std::error_code error;
+  std::filesystem::create_directories(options.png_dir, error);
+  if (error) {
+    throw std::invalid_argument(
+        fmt::format("--png: cannot create directory '{}' ({}); expected a writable directory",
+                    options.png_dir, error.message()));
   }
+  outputs.add_output(path, "--png");
+  return path;
+}
 
-  Progress progress("demo", 2 * heads + 1, progress_wanted(options.quiet));
-  progress.set_detail("generating the workload");
-  WorkloadOptions workload_options;
-  workload_options.heads = heads;
-  workload_options.head_dim = d;
-  workload_options.dtype = DType::kBF16;
-  workload_options.seed = options.seed;
-  workload_options.threads = threads;
-  const VideoWorkload workload(geometry, workload_options, context.get());
-  progress.advance();
+DemoSetup resolve(const DemoOptions& options, OutputSet& outputs) {
+  DemoSetup setup(resolve_video(options.shape, 0, "bf16", options.threads));
+  setup.band_plan = method_info(options.method).takes_band;
+  setup.png_path = png_path(options, setup.band_plan, outputs);
+  return setup;
+}
 
-  VideoAttentionOptions attention_options =
-      method_attention_options(options.method, geometry, {options.density});
-  attention_options.threads = threads;
-  attention_options.router.seed = options.seed;
-  if (attention_options.clusters) attention_options.clusters->seed = options.seed;
+// ---- run -----------------------------------------------------------------------
+
+void configure_attention(const DemoOptions& options, DemoSetup& setup) {
+  setup.attention =
+      method_attention_options(options.method, setup.shape.geometry, {options.density});
+  setup.attention.threads = setup.threads;
+  setup.attention.router.seed = options.seed;
+  if (setup.attention.clusters) setup.attention.clusters->seed = options.seed;
+}
+
+// Routes and runs every head sparse, then dense, a progress step per head.
+DenseComparison run(const DemoOptions& options, const DemoSetup& setup,
+                    const VideoWorkload& workload, Progress& progress) {
+  const std::int64_t heads = options.heads;
   DenseComparisonOptions compare;
-  compare.context = context;
-  compare.head_by_head = true;  // a progress step per head
+  compare.context = setup.context;
+  compare.head_by_head = true;
   compare.on_head = [&](std::int64_t head, bool dense) {
     progress.advance();
     if (dense && head + 1 == heads) return;
@@ -143,40 +150,56 @@ void run_demo(const DemoOptions& options) {
                                     next_dense ? "dense" : "routed + sparse"));
   };
   progress.set_detail("head 0 routed + sparse");
-  const DenseComparison comparison = compare_with_dense(geometry, attention_options, workload.q(),
-                                                        workload.k(), workload.v(), compare);
-  const LayerReport& sparse_layer = comparison.sparse;
-  const LayerReport& dense_layer = *comparison.dense;
-  const double routing = sparse_layer.routing_seconds;
-  const double permute = sparse_layer.permute_seconds;
-  const double sparse = sparse_layer.attention_seconds;
-  const double dense = dense_layer.attention_seconds;
-  const double plan_build = sparse_layer.plan_seconds + dense_layer.plan_seconds;
+  return compare_with_dense(setup.shape.geometry, setup.attention, workload.q(), workload.k(),
+                            workload.v(), compare);
+}
 
-  nlohmann::ordered_json record;
-  record["preset"] = shape.preset ? nlohmann::ordered_json(std::string(shape.preset->name))
-                                  : nlohmann::ordered_json(nullptr);
-  record["model"] = shape.preset ? nlohmann::ordered_json(std::string(shape.preset->model))
-                                 : nlohmann::ordered_json(nullptr);
+// The band plan every routed head executes (spatial heads in frame-major
+// order, temporal heads after the token-major permutation), else the first
+// candidate's plan in its run order (svg2's masks come from each head's data:
+// the band plan stands in).
+void write_picture(const DemoSetup& setup, const DenseComparison& comparison) {
+  const VideoGeometry& geometry = setup.shape.geometry;
+  const Mask planned = comparison.candidates.empty() || setup.band_plan
+                           ? video_band_mask(geometry, comparison.sparse.band, {})
+                           : comparison.candidates.front().run.mask;
+  const std::int64_t n = geometry.tokens();
+  const TilePlan plan = TilePlan::build(planned, n, n, setup.attention.blocks);
+  write_png(setup.png_path, render_tile_map(plan, {1024, geometry}));
+}
+
+// ---- report ----------------------------------------------------------------------
+
+void report_setup(const DemoOptions& options, const DemoSetup& setup, const LayerReport& sparse,
+                  nlohmann::ordered_json& record) {
+  const VideoGeometry& geometry = setup.shape.geometry;
+  const VideoPreset* preset = setup.shape.preset;
+  record["preset"] = preset_name(setup.shape);
+  record["model"] =
+      preset ? nlohmann::ordered_json(std::string(preset->model)) : nlohmann::ordered_json(nullptr);
   record["method"] = options.method;
   record["geometry"] = geometry.to_string();
-  record["tokens"] = n;
+  record["tokens"] = geometry.tokens();
   record["tokens_per_frame"] = geometry.tokens_per_frame();
-  record["num_heads"] = heads;
-  record["head_dim"] = d;
+  record["num_heads"] = options.heads;
+  record["head_dim"] = setup.head_dim;
   record["dtype"] = "bf16";
-  record["threads"] = threads;
+  record["threads"] = setup.threads;
   record["isa"] = active_isa();
   record["target_density"] = options.density;
-  record["band"] = sparse_layer.band;
+  record["band"] = sparse.band;
   record["band_frames"] =
-      static_cast<double>(sparse_layer.band) / static_cast<double>(geometry.tokens_per_frame());
+      static_cast<double>(sparse.band) / static_cast<double>(geometry.tokens_per_frame());
+}
+
+double report_heads(const VideoWorkload& workload, const DenseComparison& comparison,
+                    nlohmann::ordered_json& record) {
   auto rows = nlohmann::ordered_json::array();
   double cosine_sum = 0.0;
-  for (const HeadReport& head : sparse_layer.heads) {
+  for (const HeadReport& head : comparison.sparse.heads) {
     const std::size_t h = static_cast<std::size_t>(head.head);
     const double cos = comparison.cosine[h];
-    const double dense_seconds = dense_layer.heads[h].seconds;
+    const double dense_seconds = comparison.dense->heads[h].seconds;
     cosine_sum += cos;
     nlohmann::ordered_json row;
     row["planted"] = std::string(to_string(workload.planted()[h]));
@@ -187,39 +210,62 @@ void run_demo(const DemoOptions& options) {
     rows.push_back(std::move(row));
   }
   record["heads_table"] = std::move(rows);
+  return cosine_sum;
+}
+
+void report_totals(const DemoOptions& options, const DenseComparison& comparison, double cosine_sum,
+                   nlohmann::ordered_json& record) {
+  const LayerReport& sparse_layer = comparison.sparse;
+  const LayerReport& dense_layer = *comparison.dense;
+  const double routing = sparse_layer.routing_seconds;
+  const double permute = sparse_layer.permute_seconds;
+  const double sparse = sparse_layer.attention_seconds;
+  const double dense = dense_layer.attention_seconds;
   record["sparse_ms"] = sparse * 1e3;
   record["dense_ms"] = dense * 1e3;
   record["speedup"] = sparse > 0.0 ? dense / sparse : 0.0;
   record["speedup_with_routing"] = sparse + routing > 0.0 ? dense / (sparse + routing) : 0.0;
-  record["mean_cosine"] = cosine_sum / static_cast<double>(heads);
+  record["mean_cosine"] = cosine_sum / static_cast<double>(options.heads);
   nlohmann::ordered_json time;
   time["routing"] = routing * 1e3;
   time["permutation"] = permute * 1e3;
   time["sparse_attention"] = (sparse - permute) * 1e3;
   time["dense_attention"] = dense * 1e3;
-  time["plan_build"] = plan_build * 1e3;
+  time["plan_build"] = (sparse_layer.plan_seconds + dense_layer.plan_seconds) * 1e3;
   record["time_ms"] = std::move(time);
+}
 
-  if (!options.png_dir.empty()) {
+Report demo_report(const DemoOptions& options, const DemoSetup& setup,
+                   const VideoWorkload& workload, const DenseComparison& comparison) {
+  Report report;
+  report_setup(options, setup, comparison.sparse, report.record);
+  const double cosine_sum = report_heads(workload, comparison, report.record);
+  report_totals(options, comparison, cosine_sum, report.record);
+  if (!setup.png_path.empty()) {
+    report.record["png"] = nlohmann::ordered_json::array({setup.png_path});
+  }
+  report.sections = {print_text};
+  return report;
+}
+
+void run_demo(const DemoOptions& options) {
+  OutputSet outputs;  // checks the destination before any work
+  DemoSetup setup = resolve(options, outputs);
+  Progress progress("demo", 2 * options.heads + 1, progress_wanted(options.quiet));
+  progress.set_detail("generating the workload");
+  const std::unique_ptr<VideoWorkload> workload = make_workload(setup, options.heads, options.seed);
+  progress.advance();
+  configure_attention(options, setup);
+  const DenseComparison comparison = run(options, setup, *workload, progress);
+  if (!setup.png_path.empty()) {
     progress.set_detail("pictures");
-    // svg: the band plan every routed head executes, spatial heads in
-    // frame-major order, temporal heads after the token-major permutation.
-    // Another method: its first candidate's plan, in its run order (svg2's
-    // masks come from each head's data: the band plan stands in).
-    const Mask planned = comparison.candidates.empty() || options.method == "svg"
-                             ? video_band_mask(geometry, sparse_layer.band, {})
-                             : comparison.candidates.front().run.mask;
-    const TilePlan plan = TilePlan::build(planned, n, n, attention_options.blocks);
-    write_png(png_path, render_tile_map(plan, {1024, geometry}));
-    record["png"] = nlohmann::ordered_json::array({png_path});
+    write_picture(setup, comparison);
   }
   progress.finish();
-
-  if (options.json) {
-    print_json(record, std::cout);
-  } else if (!options.quiet) {
-    print_text(record, std::cout);
-  }
+  const Format format = options.json    ? Format::kJson
+                        : options.quiet ? Format::kNone
+                                        : Format::kTable;
+  emit(demo_report(options, setup, *workload, comparison), format, std::cout);
 }
 
 }  // namespace
@@ -241,10 +287,7 @@ Command add_demo_command(CLI::App& parent) {
       "  tilesplash demo --geometry frames=4,height=8,width=8 --heads 2 --method radial --json");
   add_shape_options(*app, options->shape);
   add_method_option(*app, options->method);
-  app->add_option("--heads", options->heads, "Heads to generate and run")
-      ->type_name("H")
-      ->capture_default_str()
-      ->transform(integer_in(1, 4096));
+  add_heads_option(*app, options->heads);
   add_density_option(*app, options->density, "Target density of the masks");
   add_threads_option(*app, options->threads);
   add_seed_option(*app, options->seed, "Seed of the workload, the router and k-means");

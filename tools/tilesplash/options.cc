@@ -8,6 +8,7 @@
 #include <string>
 #include <system_error>
 
+#include "names.h"
 #include "tilesplash/attention.h"
 #include "tilesplash/kernel_limits.h"
 #include "tilesplash/mask_spec.h"
@@ -25,6 +26,17 @@ std::string describe_range(std::int64_t lo, std::int64_t hi, std::int64_t multip
 std::string describe_interval(double lo, double hi, bool lo_open) {
   if (std::isinf(hi)) return fmt::format("a finite number {} {}", lo_open ? ">" : ">=", lo);
   return fmt::format("a number in {}{}, {}]", lo_open ? "(" : "[", lo, hi);
+}
+
+// A name that `parse` accepts; "expected <expected>, got '...'" otherwise.
+template <typename Parse>
+CLI::Validator name_in(Parse parse, std::string expected) {
+  return CLI::Validator(
+      [parse, expected](std::string& text) -> std::string {
+        if (parse(text)) return {};
+        return fmt::format("expected {}, got '{}'", expected, text);
+      },
+      "");
 }
 
 }  // namespace
@@ -94,50 +106,18 @@ CLI::Validator mask_spec() {
       "");
 }
 
-CLI::Validator dtype_name() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        if (parse_dtype(text)) return {};
-        return fmt::format("expected f32, bf16 or f16, got '{}'", text);
-      },
-      "");
-}
+CLI::Validator dtype_name() { return name_in(parse_dtype, or_list(names_of(kDTypes))); }
 
-CLI::Validator mask_mode_name() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        if (parse_mask_mode(text)) return {};
-        return fmt::format("expected tile, element or bitmask, got '{}'", text);
-      },
-      "");
-}
+CLI::Validator mask_mode_name() { return name_in(parse_mask_mode, or_list(names_of(kMaskModes))); }
 
-CLI::Validator precision_name() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        if (parse_precision(text)) return {};
-        return fmt::format("expected default or int8, got '{}'", text);
-      },
-      "");
-}
+CLI::Validator precision_name() { return name_in(parse_precision, or_list(names_of(kPrecisions))); }
 
 CLI::Validator product_path_name() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        if (parse_product_path(text)) return {};
-        return fmt::format("expected auto, dot or widen, got '{}'", text);
-      },
-      "");
+  return name_in(parse_product_path, or_list(names_of(kProductPaths)));
 }
 
 CLI::Validator kernel_variant_name() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        if (parse_kernel_variant(text)) return {};
-        return fmt::format("expected rows6, rows12 or rows24, optionally with +prefetch, got '{}'",
-                           text);
-      },
-      "");
+  return name_in(parse_kernel_variant, "rows6, rows12 or rows24, optionally with +prefetch");
 }
 
 CLI::Validator method_name() {
@@ -177,6 +157,13 @@ CLI::Option* add_method_option(CLI::App& app, std::string& method, const std::st
       ->type_name("NAME")
       ->capture_default_str()
       ->check(method_name());
+}
+
+CLI::Option* add_heads_option(CLI::App& app, std::int64_t& heads) {
+  return app.add_option("--heads", heads, "Heads to generate and run")
+      ->type_name("H")
+      ->capture_default_str()
+      ->transform(integer_in(1, 4096));
 }
 
 CLI::Option* add_density_option(CLI::App& app, double& density, const std::string& what) {
@@ -227,7 +214,7 @@ CLI::Option* add_head_dim_option(CLI::App& app, std::int64_t& head_dim, const st
 }
 
 CLI::Option* add_dtype_option(CLI::App& app, std::string& dtype, const std::string& what) {
-  return app.add_option("--dtype", dtype, what + ": f32, bf16 or f16")
+  return app.add_option("--dtype", dtype, what + ": " + or_list(names_of(kDTypes)))
       ->type_name("DTYPE")
       ->check(dtype_name());
 }

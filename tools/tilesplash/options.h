@@ -64,6 +64,9 @@ void add_shape_options(CLI::App& app, ShapeOptions& options);
 // --method NAME, one of the registered methods (tilesplash/methods.h).
 CLI::Option* add_method_option(CLI::App& app, std::string& method, const std::string& prefix = "");
 
+// --heads H: heads of the synthetic workload to generate and run.
+CLI::Option* add_heads_option(CLI::App& app, std::int64_t& heads);
+
 // --density S: the target density of every mask, in (0, 1].
 CLI::Option* add_density_option(CLI::App& app, double& density, const std::string& what);
 

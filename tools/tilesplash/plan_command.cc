@@ -103,14 +103,13 @@ nlohmann::ordered_json kinds_grid(const TilePlan& plan) {
   return grid;
 }
 
-void print_kinds_text(const TilePlan& plan, std::ostream& out) {
-  out << "kinds (rows: q blocks, columns: kv blocks; E empty, P partial, F full):\n";
+void print_kinds_text(const nlohmann::ordered_json& record, std::ostream& out) {
+  if (!record.contains("kinds")) return;
+  out << "\nkinds (rows: q blocks, columns: kv blocks; E empty, P partial, F full):\n";
   std::string row;
-  for (std::int64_t qb = 0; qb < plan.num_q_blocks(); ++qb) {
+  for (const auto& kinds : record["kinds"]) {
     row.clear();
-    for (std::int64_t kb = 0; kb < plan.num_kv_blocks(); ++kb) {
-      row.push_back(to_char(plan.kind(qb, kb)));
-    }
+    for (const auto& kind : kinds) row += kind.get<std::string>();
     out << row << '\n';
   }
 }
@@ -159,16 +158,9 @@ void run_plan(const PlanOptions& options) {
     record["png"] = options.png;
   }
 
-  if (options.json) {
-    if (options.kinds) record["kinds"] = kinds_grid(plan);
-    print_json(record, std::cout);
-    return;
-  }
-  print_table(record, std::cout);
-  if (options.kinds) {
-    std::cout << '\n';
-    print_kinds_text(plan, std::cout);
-  }
+  Report report{std::move(record), {scalar_table, print_kinds_text}};
+  if (options.kinds) report.record["kinds"] = kinds_grid(plan);
+  emit(report, table_or_json(options.json), std::cout);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <variant>
 
@@ -47,11 +48,7 @@ nlohmann::ordered_json to_json(const Fields& fields) {
   return record;
 }
 
-void print_json(const nlohmann::ordered_json& record, std::ostream& out) {
-  out << record.dump() << '\n';
-}
-
-void print_table(const nlohmann::ordered_json& record, std::ostream& out) {
+void scalar_table(const nlohmann::ordered_json& record, std::ostream& out) {
   std::size_t width = 0;
   for (const auto& [key, value] : record.items()) {
     if (value.is_primitive()) width = std::max(width, key.size());
@@ -59,6 +56,17 @@ void print_table(const nlohmann::ordered_json& record, std::ostream& out) {
   for (const auto& [key, value] : record.items()) {
     if (!value.is_primitive()) continue;
     out << fmt::format("{:<{}}  {}\n", key, width, format_scalar(value));
+  }
+}
+
+void blank_line(const nlohmann::ordered_json&, std::ostream& out) { out << '\n'; }
+
+void emit(const Report& report, Format format, std::ostream& out) {
+  if (format == Format::kJson) {
+    out << report.record.dump() << '\n';
+  } else if (format == Format::kTable) {
+    if (report.sections.empty()) scalar_table(report.record, out);
+    for (const Section& section : report.sections) section(report.record, out);
   }
 }
 

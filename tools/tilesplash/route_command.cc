@@ -28,6 +28,7 @@
 #include "tilesplash/threading.h"
 #include "tilesplash/video.h"
 #include "tilesplash/workload.h"
+#include "video_setup.h"
 
 namespace tilesplash::cli {
 namespace {
@@ -65,11 +66,12 @@ std::string chosen_mse(const nlohmann::ordered_json& head) {
   return fmt::format("{:.3e}", mse[choice].get<double>());
 }
 
-void print_heads_text(const nlohmann::ordered_json& heads, bool dense, std::ostream& out) {
+void print_heads_text(const nlohmann::ordered_json& record, std::ostream& out) {
+  const bool dense = record.contains("dense_ms");
   out << fmt::format("{:>4}  {:<16}  {:<12}  {:>10}  {:>7}  {:>9}", "head", "planted", "choice",
                      "mse", "density", "sparse_ms");
   out << (dense ? fmt::format("  {:>9}  {:>8}\n", "dense_ms", "cosine") : "\n");
-  for (const auto& head : heads) {
+  for (const auto& head : record["heads"]) {
     out << fmt::format("{:>4}  {:<16}  {:<12}  {:>10}  {:>7.4f}  {:>9.1f}",
                        head["head"].get<std::int64_t>(), head["planted"].get<std::string>(),
                        head["choice"].get<std::string>(), chosen_mse(head),
@@ -82,101 +84,120 @@ void print_heads_text(const nlohmann::ordered_json& heads, bool dense, std::ostr
   }
 }
 
-void run_route(const RouteOptions& options) {
-  const VideoShape shape = options.shape.resolve();
-  const VideoGeometry& geometry = shape.geometry;
-  const std::int64_t head_dim = options.head_dim > 0 ? options.head_dim : shape.head_dim();
-  const DType dtype = *parse_dtype(options.dtype);
-  // One threading context for the whole command: workload, runners, peak.
-  const auto context = std::make_shared<ThreadingContext>(static_cast<int>(options.threads));
-  const int threads = context->threads();
+// ---- resolve -----------------------------------------------------------------
 
+struct RouteSetup : VideoSetup {
+  explicit RouteSetup(VideoSetup video) : VideoSetup(std::move(video)) {}
+  VideoAttentionOptions attention;
+  std::vector<std::string> masks;  // the names `force` takes: what planted heads can be found as
+};
+
+VideoAttentionOptions attention_options(const RouteOptions& options, const VideoGeometry& geometry,
+                                        int threads) {
   MethodOptions method_options{options.density, options.sink, !options.no_text_full};
   if (options.band >= 0) {
     method_options.band = options.band;
   } else if (options.band_frames >= 0.0) {
     method_options.band = band_for_frames(geometry, options.band_frames);
   }
-  VideoAttentionOptions attention_options =
+  VideoAttentionOptions attention =
       method_attention_options(options.method, geometry, method_options);
-  attention_options.warmup = {options.dense_layers, options.dense_steps};
-  attention_options.router = {options.samples, options.seed};
-  attention_options.blocks = {options.block_q, options.block_kv};
-  attention_options.threads = threads;
-  if (attention_options.clusters) attention_options.clusters->seed = options.seed;
-  const std::vector<std::string> masks = force_names(attention_options);
+  attention.warmup = {options.dense_layers, options.dense_steps};
+  attention.router = {options.samples, options.seed};
+  attention.blocks = {options.block_q, options.block_kv};
+  attention.threads = threads;
+  if (attention.clusters) attention.clusters->seed = options.seed;
+  return attention;
+}
 
-  WorkloadOptions workload_options;
-  workload_options.heads = options.heads;
-  workload_options.head_dim = head_dim;
-  workload_options.dtype = dtype;
-  workload_options.seed = options.seed;
-  workload_options.threads = threads;
-  const VideoWorkload workload(geometry, workload_options, context.get());
+RouteSetup resolve(const RouteOptions& options) {
+  RouteSetup setup(resolve_video(options.shape, options.head_dim, options.dtype, options.threads));
+  setup.attention = attention_options(options, setup.shape.geometry, setup.threads);
+  setup.masks = force_names(setup.attention);
+  return setup;
+}
 
-  const std::int64_t n = geometry.tokens(), heads = options.heads;
+// ---- run -----------------------------------------------------------------------
+
+DenseComparison run(const RouteOptions& options, const RouteSetup& setup,
+                    const VideoWorkload& workload) {
   DenseComparisonOptions compare;
-  compare.context = context;
+  compare.context = setup.context;
   compare.layer = options.layer;
   compare.step = options.step;
   compare.compare_dense = options.compare_dense;
   compare.repeats = static_cast<int>(options.repeats);  // after one warm-up run
-  const DenseComparison comparison = compare_with_dense(geometry, attention_options, workload.q(),
-                                                        workload.k(), workload.v(), compare);
-  const LayerReport& report = comparison.sparse;
-  const std::optional<LayerReport>& dense = comparison.dense;
+  return compare_with_dense(setup.shape.geometry, setup.attention, workload.q(), workload.k(),
+                            workload.v(), compare);
+}
 
-  nlohmann::ordered_json record;
-  record["preset"] = shape.preset ? nlohmann::ordered_json(std::string(shape.preset->name))
-                                  : nlohmann::ordered_json(nullptr);
+// ---- report ----------------------------------------------------------------------
+
+void report_setup(const RouteOptions& options, const RouteSetup& setup, const LayerReport& layer,
+                  nlohmann::ordered_json& record) {
+  const VideoGeometry& geometry = setup.shape.geometry;
+  record["preset"] = preset_name(setup.shape);
   record["geometry"] = geometry.to_string();
   record["method"] = options.method;
-  record["tokens"] = n;
-  record["num_heads"] = heads;
-  record["head_dim"] = head_dim;
-  record["dtype"] = std::string(to_string(dtype));
-  record["band"] = report.band;
+  record["tokens"] = geometry.tokens();
+  record["num_heads"] = options.heads;
+  record["head_dim"] = setup.head_dim;
+  record["dtype"] = std::string(to_string(setup.dtype));
+  record["band"] = layer.band;
   record["band_frames"] =
-      static_cast<double>(report.band) / static_cast<double>(geometry.tokens_per_frame());
+      static_cast<double>(layer.band) / static_cast<double>(geometry.tokens_per_frame());
   record["sink"] = options.sink;
   record["samples"] = options.samples;
   record["seed"] = options.seed;
-  record["threads"] = threads;
+  record["threads"] = setup.threads;
   record["isa"] = active_isa();
   record["block_q"] = options.block_q;
   record["block_kv"] = options.block_kv;
-  record["warmup_dense"] = report.warmup;
+  record["warmup_dense"] = layer.warmup;
+}
 
-  auto head_rows = nlohmann::ordered_json::array();
-  // Planted heads whose type is one of the method's masks (spatial and
-  // temporal for svg): did the router find it?
+// One row a head; planted_accuracy: of the planted heads whose type is one of
+// the method's masks (spatial and temporal for svg), the share the router found.
+nlohmann::ordered_json head_rows(const RouteSetup& setup, const VideoWorkload& workload,
+                                 const DenseComparison& comparison,
+                                 nlohmann::ordered_json& record) {
+  auto rows = nlohmann::ordered_json::array();
   std::int64_t planted = 0, found = 0;
-  for (const HeadReport& head : report.heads) {
-    const PlantedHead kind = workload.planted()[static_cast<std::size_t>(head.head)];
-    const std::string kind_name(to_string(kind));
-    if (head.routed && std::find(masks.begin(), masks.end(), kind_name) != masks.end()) {
+  for (const HeadReport& head : comparison.sparse.heads) {
+    const std::size_t h = static_cast<std::size_t>(head.head);
+    const std::string kind(to_string(workload.planted()[h]));
+    if (head.routed &&
+        std::find(setup.masks.begin(), setup.masks.end(), kind) != setup.masks.end()) {
       ++planted;
-      found += head.choice.name() == kind_name ? 1 : 0;
+      found += head.choice.name() == kind ? 1 : 0;
     }
     nlohmann::ordered_json row;
-    row["planted"] = kind_name;
+    row["planted"] = kind;
     row.update(to_json(head_fields(head, comparison.candidates)));
-    if (dense) {
-      row["dense_ms"] = dense->heads[static_cast<std::size_t>(head.head)].seconds * 1e3;
-      row["cosine_vs_dense"] = comparison.cosine[static_cast<std::size_t>(head.head)];
+    if (comparison.dense) {
+      row["dense_ms"] = comparison.dense->heads[h].seconds * 1e3;
+      row["cosine_vs_dense"] = comparison.cosine[h];
     }
-    head_rows.push_back(std::move(row));
+    rows.push_back(std::move(row));
   }
+  record["planted_accuracy"] =
+      planted > 0 ? number_or_null(static_cast<double>(found) / static_cast<double>(planted))
+                  : nlohmann::ordered_json(nullptr);
+  return rows;
+}
+
+void report_totals(const RouteOptions& options, const RouteSetup& setup,
+                   const DenseComparison& comparison, nlohmann::ordered_json& record) {
+  const LayerReport& report = comparison.sparse;
   const double sparse = report.attention_seconds;
   // Work actually done: 4 * head_dim flops per kept pair (Q K^T and P V,
   // a multiply and an add each).
+  const double n = static_cast<double>(setup.shape.geometry.tokens());
+  const double pairs = n * n;
   double sparse_flops = 0.0;
-  const double pairs = static_cast<double>(n) * static_cast<double>(n);
-  for (const HeadReport& head : report.heads) sparse_flops += 4.0 * head_dim * head.density * pairs;
-  record["planted_accuracy"] =
-      planted > 0
-          ? nlohmann::ordered_json(static_cast<double>(found) / static_cast<double>(planted))
-          : nlohmann::ordered_json(nullptr);
+  for (const HeadReport& head : report.heads) {
+    sparse_flops += 4.0 * setup.head_dim * head.density * pairs;
+  }
   record["routing_ms"] = report.routing_seconds * 1e3;
   record["permute_ms"] = report.permute_seconds * 1e3;
   record["sparse_ms"] = sparse * 1e3;
@@ -184,23 +205,33 @@ void run_route(const RouteOptions& options) {
   record["routing_share"] = report.routing_seconds / sparse;
   record["permute_share"] = report.permute_seconds / sparse;
   record["sparse_gflops"] = sparse_flops / sparse * 1e-9;
-  if (dense) {
+  if (const std::optional<LayerReport>& dense = comparison.dense) {
+    const double heads = static_cast<double>(options.heads);
     record["dense_ms"] = dense->attention_seconds * 1e3;
-    record["dense_gflops"] =
-        4.0 * head_dim * pairs * static_cast<double>(heads) / dense->attention_seconds * 1e-9;
+    record["dense_gflops"] = 4.0 * setup.head_dim * pairs * heads / dense->attention_seconds * 1e-9;
     record["speedup"] = dense->attention_seconds / sparse;
     record["speedup_end_to_end"] = dense->total_seconds / report.total_seconds;
   }
-  record["repeats"] = options.repeats;
+}
 
-  if (options.json) {
-    record["heads"] = std::move(head_rows);
-    print_json(record, std::cout);
-    return;
-  }
-  print_heads_text(head_rows, dense.has_value(), std::cout);
-  std::cout << '\n';
-  print_table(record, std::cout);
+Report route_report(const RouteOptions& options, const RouteSetup& setup,
+                    const VideoWorkload& workload, const DenseComparison& comparison) {
+  Report report;
+  nlohmann::ordered_json& record = report.record;
+  report_setup(options, setup, comparison.sparse, record);
+  nlohmann::ordered_json rows = head_rows(setup, workload, comparison, record);
+  report_totals(options, setup, comparison, record);
+  record["repeats"] = options.repeats;
+  record["heads"] = std::move(rows);
+  report.sections = {print_heads_text, blank_line, scalar_table};
+  return report;
+}
+
+void run_route(const RouteOptions& options) {
+  const RouteSetup setup = resolve(options);
+  const std::unique_ptr<VideoWorkload> workload = make_workload(setup, options.heads, options.seed);
+  const DenseComparison comparison = run(options, setup, *workload);
+  emit(route_report(options, setup, *workload, comparison), table_or_json(options.json), std::cout);
 }
 
 }  // namespace
@@ -223,10 +254,7 @@ Command add_route_command(CLI::App& parent) {
 
   add_shape_options(*app, options->shape);
   add_method_option(*app, options->method);
-  app->add_option("--heads", options->heads, "Heads to generate and run")
-      ->type_name("H")
-      ->capture_default_str()
-      ->transform(integer_in(1, 4096));
+  add_heads_option(*app, options->heads);
   add_head_dim_option(*app, options->head_dim, "Head dimension (default: the preset's, else 128)");
   add_dtype_option(*app, options->dtype, "Q/K/V dtype")->capture_default_str();
   add_density_option(*app, options->density,

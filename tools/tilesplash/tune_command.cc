@@ -16,6 +16,7 @@
 #include <string>
 
 #include "commands.h"
+#include "names.h"
 #include "options.h"
 #include "report.h"
 #include "tilesplash/attention.h"
@@ -85,7 +86,7 @@ Shape shape_of(const TuneCliOptions& options) {
                                 ? nlohmann::ordered_json(std::string(video_shape.preset->name))
                                 : nlohmann::ordered_json(nullptr);
     shape.about["method"] = options.method;
-    if (options.method == "svg") shape.about["band"] = attention.band();
+    if (method_info(options.method).takes_band) shape.about["band"] = attention.band();
     shape.about["target_density"] = options.density;
     return shape;
   }
@@ -121,42 +122,60 @@ nlohmann::ordered_json candidate_json(const CandidateResult& c) {
   return row;
 }
 
-std::string fmt_full_ms(const CandidateResult& c) {
-  return c.full_seconds ? fmt::format("{:.1f}", *c.full_seconds * 1e3) : std::string("-");
+std::string fmt_full_ms(const nlohmann::ordered_json& row) {
+  return row["full_ms"].is_null() ? std::string("-")
+                                  : fmt::format("{:.1f}", row["full_ms"].get<double>());
 }
 
-void print_text(const nlohmann::ordered_json& record, const TuneResult& result,
-                std::optional<std::size_t> measured_best, std::ostream& out) {
-  print_table(record, out);
+// Which rows of the candidates table are marked.
+struct Marks {
+  std::size_t best = 0;
+  std::size_t least_boundary = 0;
+  std::optional<std::size_t> measured_best;  // the fastest full run, when any ran
+};
+
+void print_candidates(const nlohmann::ordered_json& rows, const Marks& marks, std::ostream& out) {
   out << fmt::format("\n{:>7} {:>8} {:>9} {:>9} {:>10} {:>15} {:>7} {:>10} {:>8} {:>10}  {}\n",
                      "block_q", "block_kv", "full", "partial", "empty", "boundary_pairs", "sample",
                      "ms", "GFLOP/s", "full_ms", "");
-  for (std::size_t i = 0; i < result.candidates.size(); ++i) {
-    const CandidateResult& c = result.candidates[i];
-    std::string marks;
-    if (i == result.best) marks += " fastest";
-    if (i == result.least_boundary) marks += " least-boundary";
-    if (measured_best && i == *measured_best) marks += " fastest-full-run";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const nlohmann::ordered_json& c = rows[i];
+    std::string mark;
+    if (i == marks.best) mark += " fastest";
+    if (i == marks.least_boundary) mark += " least-boundary";
+    if (marks.measured_best && i == *marks.measured_best) mark += " fastest-full-run";
     out << fmt::format(
         "{:>7} {:>8} {:>9} {:>9} {:>10} {:>15} {:>6.1f}% {:>10.1f} {:>8.1f} {:>10} {}\n",
-        c.blocks.block_q, c.blocks.block_kv, c.full, c.partial, c.empty, c.boundary_pairs,
-        c.sample_fraction * 100.0, c.seconds * 1e3, c.gflops, fmt_full_ms(c), marks);
+        c["block_q"].get<std::int64_t>(), c["block_kv"].get<std::int64_t>(),
+        c["full"].get<std::int64_t>(), c["partial"].get<std::int64_t>(),
+        c["empty"].get<std::int64_t>(), c["boundary_pairs"].get<std::int64_t>(),
+        c["sample_fraction"].get<double>() * 100.0, c["ms"].get<double>(),
+        c["gflops"].get<double>(), fmt_full_ms(c), mark);
   }
-  const CandidateResult& best = result.candidates[result.best];
-  const CandidateResult& least = result.candidates[result.least_boundary];
+}
+
+void print_pick(const nlohmann::ordered_json& record, std::ostream& out) {
+  const nlohmann::ordered_json& best = record["best"];
+  const nlohmann::ordered_json& least = record["least_boundary"];
+  const auto best_boundary = best["boundary_pairs"].get<std::int64_t>();
   const std::string boundary_ratio =
-      best.boundary_pairs > 0 ? fmt::format("{:.2f}x", static_cast<double>(least.boundary_pairs) /
-                                                           static_cast<double>(best.boundary_pairs))
-                              : std::string("n/a");
+      best_boundary > 0
+          ? fmt::format("{:.2f}x",
+                        static_cast<double>(least["boundary_pairs"].get<std::int64_t>()) /
+                            static_cast<double>(best_boundary))
+          : std::string("n/a");
   out << fmt::format(
       "\nfastest {} x {} ({:.1f} ms); least boundary {} x {} ({:.1f} ms): {:.2f}x the "
       "fastest's time with {} its boundary pairs\n",
-      best.blocks.block_q, best.blocks.block_kv, best.seconds * 1e3, least.blocks.block_q,
-      least.blocks.block_kv, least.seconds * 1e3, least.seconds / best.seconds, boundary_ratio);
+      best["block_q"].get<std::int64_t>(), best["block_kv"].get<std::int64_t>(),
+      best["ms"].get<double>(), least["block_q"].get<std::int64_t>(),
+      least["block_kv"].get<std::int64_t>(), least["ms"].get<double>(),
+      record["least_boundary_vs_fastest"].get<double>(), boundary_ratio);
 }
 
-void run_tune(const TuneCliOptions& options) {
-  const Shape shape = shape_of(options);
+// ---- run -----------------------------------------------------------------------
+
+TuneResult run(const TuneCliOptions& options, const Shape& shape) {
   const DType dtype = *parse_dtype(options.dtype);
   if (!options.no_store) TuningCache().check_writable();  // before minutes of timing
   TuneOptions tune;
@@ -164,15 +183,15 @@ void run_tune(const TuneCliOptions& options) {
   tune.threads = static_cast<int>(options.threads);
   tune.budget_seconds = options.budget_seconds;
   tune.repeats = static_cast<int>(options.repeats);
-  tune.clock = options.clock == "cpu" ? TuneClock::kCpu : TuneClock::kWall;
+  tune.clock = parse_clock(options.clock);
   tune.verify = options.verify;
   tune.exhaustive = options.exhaustive;
   tune.seed = options.seed;
-  const TuneResult result =
-      tune_blocks(shape.mask, shape.q_len, shape.kv_len, options.head_dim, dtype, tune);
+  return tune_blocks(shape.mask, shape.q_len, shape.kv_len, options.head_dim, dtype, tune);
+}
 
-  const CandidateResult& best = result.candidates[result.best];
-  const CandidateResult& least = result.candidates[result.least_boundary];
+// The candidate whose full run was the fastest, when any was run in full.
+std::optional<std::size_t> fastest_full_run(const TuneResult& result) {
   std::optional<std::size_t> measured_best;
   for (std::size_t i = 0; i < result.candidates.size(); ++i) {
     const auto& t = result.candidates[i].full_seconds;
@@ -180,22 +199,31 @@ void run_tune(const TuneCliOptions& options) {
       measured_best = i;
     }
   }
+  return measured_best;
+}
 
-  std::optional<std::string> stored;
-  if (!options.no_store) {
-    const TuningCache cache;
-    cache.store(result.key, best.blocks, best.seconds);
-    stored = cache.path().string();
-  }
+// Stores the fastest in the tuning cache unless --no-store; the cache's path.
+std::optional<std::string> store(const TuneCliOptions& options, const TuneResult& result) {
+  if (options.no_store) return std::nullopt;
+  const TuningCache cache;
+  const CandidateResult& best = result.candidates[result.best];
+  cache.store(result.key, best.blocks, best.seconds);
+  return cache.path().string();
+}
 
-  nlohmann::ordered_json record;
+// ---- report ----------------------------------------------------------------------
+
+void report_fields(const TuneCliOptions& options, const Shape& shape, const TuneResult& result,
+                   const Marks& marks, nlohmann::ordered_json& record) {
+  const CandidateResult& best = result.candidates[marks.best];
+  const CandidateResult& least = result.candidates[marks.least_boundary];
   record["mask"] = shape.mask.to_string();
   for (const auto& [key, value] : shape.about.items()) record[key] = value;
   record["q_len"] = shape.q_len;
   record["kv_len"] = shape.kv_len;
   record["heads"] = options.heads;
   record["head_dim"] = options.head_dim;
-  record["dtype"] = std::string(to_string(dtype));
+  record["dtype"] = std::string(to_string(*parse_dtype(options.dtype)));
   record["threads"] = result.key.threads;
   record["isa"] = result.key.isa;
   record["cpu"] = result.key.cpu;
@@ -206,29 +234,42 @@ void run_tune(const TuneCliOptions& options) {
   record["tuning_seconds"] = result.tuning_seconds;
   record["search_seconds"] = result.search_seconds;
   record["least_boundary_vs_fastest"] = least.seconds / best.seconds;
-  if (measured_best) {
-    const CandidateResult& m = result.candidates[*measured_best];
-    if (best.full_seconds) {
-      record["pick_vs_fastest_full_run"] = *best.full_seconds / *m.full_seconds;
-      record["prediction_error"] = best.seconds / *best.full_seconds - 1.0;
-    }
+  if (marks.measured_best && best.full_seconds) {
+    const CandidateResult& m = result.candidates[*marks.measured_best];
+    record["pick_vs_fastest_full_run"] = *best.full_seconds / *m.full_seconds;
+    record["prediction_error"] = best.seconds / *best.full_seconds - 1.0;
   }
+}
+
+Report tune_report(const TuneCliOptions& options, const Shape& shape, const TuneResult& result,
+                   const std::optional<std::string>& stored) {
+  const Marks marks{result.best, result.least_boundary, fastest_full_run(result)};
+  Report report;
+  nlohmann::ordered_json& record = report.record;
+  report_fields(options, shape, result, marks, record);
   record["cache_key"] = result.key.to_string();
   record["cache"] = stored ? nlohmann::ordered_json(*stored) : nlohmann::ordered_json();
-
-  if (options.json) {
-    auto rows = nlohmann::ordered_json::array();
-    for (const CandidateResult& c : result.candidates) rows.push_back(candidate_json(c));
-    record["candidates"] = std::move(rows);
-    record["best"] = candidate_json(best);
-    record["least_boundary"] = candidate_json(least);
-    if (measured_best) {
-      record["fastest_full_run"] = candidate_json(result.candidates[*measured_best]);
-    }
-    print_json(record, std::cout);
-  } else {
-    print_text(record, result, measured_best, std::cout);
+  auto rows = nlohmann::ordered_json::array();
+  for (const CandidateResult& c : result.candidates) rows.push_back(candidate_json(c));
+  record["candidates"] = std::move(rows);
+  record["best"] = candidate_json(result.candidates[marks.best]);
+  record["least_boundary"] = candidate_json(result.candidates[marks.least_boundary]);
+  if (marks.measured_best) {
+    record["fastest_full_run"] = candidate_json(result.candidates[*marks.measured_best]);
   }
+  report.sections = {scalar_table,
+                     [marks](const nlohmann::ordered_json& r, std::ostream& out) {
+                       print_candidates(r["candidates"], marks, out);
+                     },
+                     print_pick};
+  return report;
+}
+
+void run_tune(const TuneCliOptions& options) {
+  const Shape shape = shape_of(options);
+  const TuneResult result = run(options, shape);
+  const std::optional<std::string> stored = store(options, result);
+  emit(tune_report(options, shape, result, stored), table_or_json(options.json), std::cout);
 }
 
 }  // namespace
@@ -291,7 +332,7 @@ Command add_tune_command(CLI::App& parent) {
                   "jobs on a shared machine disturb far less")
       ->type_name("CLOCK")
       ->capture_default_str()
-      ->check(CLI::IsMember({"wall", "cpu"}));
+      ->check(CLI::IsMember(names_of(kClocks)));
   app->add_flag("--verify", options->verify,
                 "Also time the fastest and the least-boundary candidate on the full run");
   app->add_flag("--exhaustive", options->exhaustive,

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from .._mask import Mask
+from .._methods import cluster_choice, method_flag
 from .attention import check_device, check_finite, from_bhnd, lse_to_layout, to_bhnd
 from .kernel import run_flex
 from .masks import block_mask_for
@@ -85,7 +86,7 @@ class FlexVideo:
         self._row_masks: OrderedDict = OrderedDict()
         self._visited_cache: dict = {}
         self.clusters = None
-        if owner.method == "svg2":
+        if method_flag(owner.method, "data_driven"):
             from .clusters import DeviceClusters
 
             self.clusters = DeviceClusters(owner.geometry, owner._svg2)
@@ -149,7 +150,7 @@ class FlexVideo:
         """{group key: [heads]}: ("original",) or ("order", name-of-order, extra) or ("svg2",)."""
         groups: dict = {}
         for h, choice in enumerate(choices):
-            if choice == "svg2":
+            if choice == cluster_choice():
                 key = ("svg2",)
             elif choice == "dense" or self.strategy == "per_head":
                 key = ("original",)

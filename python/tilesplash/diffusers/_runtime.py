@@ -109,7 +109,7 @@ class Runtime:
         """Self-attention of every head of one layer: q, k, v [B, S, H, D], frame-major."""
         layer, path, state = self.sites[site]
         step = self.steps.observe(timestep)
-        if self.steps.restarted and self.settings.method == "svg2":
+        if self.steps.restarted and tilesplash.methods()[self.settings.method]["data_driven"]:
             # A new video: its first step's clusters must not start from the last one's.
             for key, attention in self._layers.items():
                 if key[0] == state.index and not key[-1]:

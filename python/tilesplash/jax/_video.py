@@ -30,6 +30,7 @@ import numpy as np
 from jax.experimental.pallas.ops.tpu.splash_attention.splash_attention_mask_info import MaskInfo
 
 from .._mask import Mask
+from .._methods import method_flag
 from .._tensors import check_bool, check_int
 from .._video import VideoAttention
 from ._kernel import check_kernel_blocks, kernel_output, make_kernel, scaled, splash_attention
@@ -64,8 +65,8 @@ class VideoSplashAttention:
                                     sink=sink, text_full=text_full, density_budget=density_budget,
                                     dense_layers=dense_layers, dense_steps=dense_steps,
                                     samples=samples, seed=seed, force=force, threads=1)
-        if method == "svg2":
-            raise ValueError("method: 'svg2' clusters every head itself; run its per-head masks "
+        if method_flag(method, "data_driven"):
+            raise ValueError(f"method: {method!r} clusters every head itself; run its per-head masks "
                              "with tilesplash.jax.splash_attention (docs/jax.md)")
         self.block_q = check_int(block_q, "block_q", 1)
         self.block_kv = check_int(block_kv, "block_kv", 1)

@@ -156,7 +156,8 @@ const MethodEntry& svg_method() {
                .row_order = "spatial heads frame-major, temporal heads token-major",
                .spec = false,
                .candidates = true,
-               .mask_names = kNames},
+               .mask_names = kNames,
+               .takes_band = true},
       .candidates = shared_band,
   };
   return entry;

@@ -29,7 +29,9 @@ const MethodEntry& svg2_method() {
                .row_order = "queries by query cluster, keys and values by key cluster",
                .spec = false,
                .candidates = false,
-               .mask_names = kNames},
+               .mask_names = kNames,
+               .data_driven = true,
+               .choice = "svg2"},
       .clusters = clusters,
   };
   return entry;
