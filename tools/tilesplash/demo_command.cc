@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "error_target_options.h"
 #include "options.h"
 #include "progress.h"
 #include "report.h"
@@ -47,6 +48,7 @@ struct DemoOptions {
   std::string png_dir;
   bool json = false;
   bool quiet = false;
+  ErrorTargetOptions error_target;  // --error, --densities, --bands
 };
 
 void print_text(const nlohmann::ordered_json& record, std::ostream& out) {
@@ -118,7 +120,8 @@ void run_demo(const DemoOptions& options) {
 
   Progress progress("demo", 2 * heads + 1, progress_wanted(options.quiet));
   progress.set_detail("generating the workload");
-  WorkloadOptions workload_options;
+  WorkloadOptions workload_options =
+      error_target_workload(options.error_target, heads, options.seed, {});
   workload_options.heads = heads;
   workload_options.head_dim = d;
   workload_options.dtype = DType::kBF16;
@@ -129,6 +132,8 @@ void run_demo(const DemoOptions& options) {
 
   VideoAttentionOptions attention_options =
       method_attention_options(options.method, geometry, {options.density});
+  apply_error_target(options.error_target, options.method, geometry, {options.density},
+                     attention_options);
   attention_options.threads = threads;
   attention_options.router.seed = options.seed;
   if (attention_options.clusters) attention_options.clusters->seed = options.seed;
@@ -199,6 +204,7 @@ void run_demo(const DemoOptions& options) {
   time["dense_attention"] = dense * 1e3;
   time["plan_build"] = plan_build * 1e3;
   record["time_ms"] = std::move(time);
+  report_error_target(options.error_target, sparse_layer, record);
 
   if (!options.png_dir.empty()) {
     progress.set_detail("pictures");
@@ -254,6 +260,7 @@ Command add_demo_command(CLI::App& parent) {
       ->check(non_empty("a directory"));
   app->add_flag("--json", options->json, "Print one JSON object (with a heads_table array)");
   app->add_flag("--quiet", options->quiet, "No progress bar and no table");
+  add_error_target_options(*app, options->error_target, false);
   return {app, [options] { run_demo(*options); }};
 }
 

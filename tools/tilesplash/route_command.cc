@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "error_target_options.h"
 #include "options.h"
 #include "report.h"
 #include "tilesplash/attention.h"
@@ -55,6 +56,7 @@ struct RouteOptions {
   std::int64_t repeats = 1;
   bool compare_dense = false;
   bool json = false;
+  ErrorTargetOptions error_target;
 };
 
 // The sampled MSE of the mask the head chose, when it was routed.
@@ -104,9 +106,12 @@ void run_route(const RouteOptions& options) {
   attention_options.blocks = {options.block_q, options.block_kv};
   attention_options.threads = threads;
   if (attention_options.clusters) attention_options.clusters->seed = options.seed;
+  apply_error_target(options.error_target, options.method, geometry, method_options,
+                     attention_options);
   const std::vector<std::string> masks = force_names(attention_options);
 
-  WorkloadOptions workload_options;
+  WorkloadOptions workload_options =
+      error_target_workload(options.error_target, options.heads, options.seed, {});
   workload_options.heads = options.heads;
   workload_options.head_dim = head_dim;
   workload_options.dtype = dtype;
@@ -192,6 +197,7 @@ void run_route(const RouteOptions& options) {
     record["speedup_end_to_end"] = dense->total_seconds / report.total_seconds;
   }
   record["repeats"] = options.repeats;
+  report_error_target(options.error_target, report, record);
 
   if (options.json) {
     record["heads"] = std::move(head_rows);
@@ -265,6 +271,7 @@ Command add_route_command(CLI::App& parent) {
   app->add_flag("--compare-dense", options->compare_dense,
                 "Also run every head dense on the same data: times, speed-up, cosine");
   app->add_flag("--json", options->json, "Print one JSON object (with a heads array)");
+  add_error_target_options(*app, options->error_target);
 
   return {app, [options] { run_route(*options); }};
 }
