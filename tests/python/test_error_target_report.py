@@ -79,3 +79,28 @@ def test_cli_route_error_writes_the_head_picture(tmp_path):
     bad = subprocess.run([cli, "route", "--geometry", "frames=6,height=8,width=8", "--error",
                           "0.1", "--densities", "0.3,0.2"], capture_output=True, text=True)
     assert bad.returncode != 0 and "--densities" in bad.stderr
+
+
+def test_enable_with_an_error_target_end_to_end(tmp_path):
+    pytest.importorskip("diffusers")
+    import tilesplash.diffusers as tsd
+    from diffusers_tiny import run_wan, tiny_wan, wan_inputs
+
+    model = tiny_wan()
+    hidden, text = wan_inputs()
+    handle = tsd.enable(model, error=0.3, densities=[0.1, 0.3, 0.6], dense_layers=0,
+                        total_steps=4, dense_steps=0)
+    try:
+        run_wan(model, hidden, text)
+        report = handle.report()
+    finally:
+        handle.remove()
+    heads = [h for r in report for h in r["heads"]]
+    assert heads and all(h["routed"] and "@" in h["choice"] and "target_met" in h for h in heads)
+    assert summarize(report)[0]["density"] < 1.0
+    if pytest.importorskip("matplotlib"):
+        assert plot(report, tmp_path / "wan.png")["panels"] == 3
+    with pytest.raises(ValueError, match="error"):
+        tsd.enable(model, error=0.0)
+    with pytest.raises(ValueError, match="densities"):
+        tsd.enable(model, error=0.1, densities=[0.5, 0.2])
