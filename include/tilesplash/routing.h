@@ -7,7 +7,9 @@
 // query rows, computing their exact attention under the dense mask and every
 // candidate, and keeping the candidate whose output is closest to dense
 // (smallest MSE over the sampled rows and channels), optionally among those
-// within a density budget.
+// within a density budget; with an error target, the least dense candidate
+// whose sampled error meets it (decide_route(), the one rule every front
+// door calls).
 // The default list is Sparse VideoGen's spatial and temporal pair on one band.
 // Each candidate runs in its own row order (temporal heads token-major, STA
 // tile-major) with Q/K/V permuted in and the output permuted back, plus the
