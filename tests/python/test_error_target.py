@@ -162,3 +162,18 @@ def test_core_decision_is_the_documented_rule():
     np.testing.assert_allclose(errors[0], [0.05, 0.1, 0.2, 0.4])
     assert _core.warmup_is_dense(1, 0, 0, 3) and not _core.warmup_is_dense(1, 0, 1, 3)
     assert _core.default_density_ladder() == [0.05, 0.10, 0.15, 0.25, 0.40]
+
+
+def test_jax_splash_runner_routes_by_the_error_target_under_jit():
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    import tilesplash.jax as tsj
+
+    q, k, v = (jnp.asarray(x[0]) for x in planted(GEOMETRY, KINDS))
+    layer = tsj.VideoSplashAttention(GEOMETRY, error=0.15, densities=[0.1, 0.3], block_q=16,
+                                     block_kv=128, interpret=True)
+    expected = tsj.route(q, k, v, GEOMETRY, error=0.15, densities=[0.1, 0.3])
+    out, index, _ = jax.jit(layer.attend)(q, k, v, layer.samples(0, 0))
+    assert out.shape == q.shape
+    assert [layer.router.names[i] for i in np.asarray(index)] == list(expected.choices)
