@@ -7,7 +7,9 @@
 // query rows, computing their exact attention under the dense mask and every
 // candidate, and keeping the candidate whose output is closest to dense
 // (smallest MSE over the sampled rows and channels), optionally among those
-// within a density budget.
+// within a density budget; with an error target, the least dense candidate
+// whose sampled error meets it (decide_route(), the one rule every front
+// door calls).
 // The default list is Sparse VideoGen's spatial and temporal pair on one band.
 // Each candidate runs in its own row order (temporal heads token-major, STA
 // tile-major) with Q/K/V permuted in and the output permuted back, plus the
@@ -61,13 +63,58 @@ inline std::string_view to_string(const HeadMask& mask) { return mask.name(); }
 // Dense attention for layers [0, dense_layers) and steps [0, dense_steps):
 // Sparse VideoGen keeps the first layer(s) and the first 10-20% of the
 // denoising steps dense. Indices come from the caller.
+// The decision lives in the library once (route_policy.cc): every front door
+// (C++, the flex backend, JAX) asks it instead of writing the rule again.
 struct WarmupPolicy {
   std::int64_t dense_layers = 0;
   std::int64_t dense_steps = 0;
-  bool is_dense(std::int64_t layer, std::int64_t step) const {
-    return layer < dense_layers || step < dense_steps;
-  }
+  bool is_dense(std::int64_t layer, std::int64_t step) const;
 };
+
+// The routing rule, the one every front door applies to its table of
+// sampled scores (route_policy.cc). The sampled error of a candidate is the
+// relative L2 of the sampled output rows against dense,
+//   error = ||O_c - O_dense||_2 / ||O_dense||_2 over the sampled rows and channels
+//         = sqrt(mse / power), power = mean of O_dense^2,
+// so that it does not depend on the scale of V. The rule:
+//   - allowed: the candidates of density <= density_budget (all when unset;
+//     the least dense one alone when none is);
+//   - without an error target: the allowed candidate of smallest MSE, the
+//     first on a tie (Sparse VideoGen);
+//   - with one: the least dense allowed candidate whose error is <= error
+//     (smaller error, then the first, on a density tie); when none meets it,
+//     the allowed candidate of smallest error, and target_met is false.
+struct RoutePolicy {
+  std::optional<double> density_budget;  // in (0, 1]
+  std::optional<double> error;           // > 0
+};
+
+struct RouteChoice {
+  std::size_t index = 0;   // into the candidates
+  bool target_met = true;  // false: an error target no allowed candidate met
+};
+
+// sqrt(mse / power); 0 when both are 0, +inf when only power is.
+double sampled_error(double mse, double power);
+
+// One head's choice; densities and mse have one entry per candidate
+// (at least one). Throws std::invalid_argument on mismatched sizes.
+RouteChoice decide_route(std::span<const double> densities, std::span<const double> mse,
+                         double power, const RoutePolicy& policy);
+
+// Test-only: with true, the rule and the warm-up decision are inverted
+// (the allowed candidate of largest error wins; dense iff the warm-up says
+// sparse), so a test can prove that every front door follows the library's
+// decision rather than a copy of it. Process-wide; false restores them.
+void set_policy_inverted_for_tests(bool inverted);
+
+// The default density ladder of an error target: 5%, 10%, 15%, 25%, 40%.
+std::span<const double> default_density_ladder();
+// Throws std::invalid_argument naming `who` unless `densities` is non-empty,
+// strictly increasing and inside (0, 1].
+void check_density_ladder(std::span<const double> densities, const std::string& who);
+// Throws std::invalid_argument naming `who` unless error is > 0 and finite.
+void check_error_target(double error, const std::string& who);
 
 struct RouterOptions {
   std::int64_t samples = 64;  // query rows per layer call, among the video tokens (>= 1)
@@ -88,6 +135,14 @@ struct VideoAttentionOptions {
   // Route only among candidates of density <= budget (the least dense one
   // when none is); unset: every candidate.
   std::optional<double> density_budget;
+  // An error target (RoutePolicy): each routed head runs the least dense
+  // candidate whose sampled relative L2 error against dense is <= error.
+  // With empty candidates, they become the spatial and temporal pair at
+  // every density of the ladder below (ladder_candidates("svg", ...)).
+  std::optional<double> error;
+  // The ladder of the default candidates with an error target; empty:
+  // default_density_ladder(). Only with error.
+  std::vector<double> densities;
   WarmupPolicy warmup;
   RouterOptions router;
   // Every head runs this mask, no routing (benchmarks): dense, a candidate,
@@ -114,6 +169,8 @@ struct HeadReport {
   std::vector<double> mse;
   double mse_spatial = 0.0;   // mse of the candidate named "spatial"; NaN when none or not routed
   double mse_temporal = 0.0;  // likewise for "temporal"
+  double error = 0.0;         // sampled relative L2 error of the choice (RoutePolicy); NaN unrouted
+  bool target_met = true;     // false: no candidate met options.error (the lowest error ran)
   double density = 1.0;       // of the mask the head ran with, over tokens x tokens
   // Pairs inside the tiles the kernel visited (full and partial, every key
   // segment) over tokens x tokens: the kernel's work against dense's.
@@ -138,9 +195,11 @@ struct LayerReport {
 
 // MSEs of the sampled rows' outputs under every candidate against dense.
 struct RouteDecision {
-  HeadMask choice;            // the smallest MSE within the budget; the first on a tie
+  HeadMask choice;            // decide_route()'s choice
   std::size_t index = 0;      // of the choice in VideoAttention::candidates()
+  bool target_met = true;     // decide_route()'s
   std::vector<double> mse;    // per candidate
+  std::vector<double> error;  // per candidate: sampled_error(mse, power of the dense rows)
   double mse_spatial = 0.0;   // of "spatial"; NaN when there is none
   double mse_temporal = 0.0;  // of "temporal"; NaN when there is none
 };
@@ -164,12 +223,26 @@ VideoAttentionOptions method_attention_options(std::string_view method,
                                                const VideoGeometry& geometry,
                                                const MethodOptions& options = {});
 
+// The candidates of `method` (method_candidates(); "svg": the spatial and
+// temporal pair, each on the band of its density) at every density of the
+// ladder, named "<name>@<density>" ("spatial@0.05", "sta:3x3x3@0.1"), in
+// ladder order: what an error target routes among. options.density is
+// ignored; the ladder is checked (check_density_ladder). Throws
+// std::invalid_argument for svg2 (clusters, no candidate list).
+std::vector<MaskCandidate> ladder_candidates(std::string_view method, const VideoGeometry& geometry,
+                                             const MethodOptions& options,
+                                             std::span<const double> densities);
+
+// "<name>@<density>" (density printed with %g): a ladder candidate's name.
+std::string ladder_name(std::string_view name, double density);
+
 // One head's report as named values, the one serialisation every front end
 // uses (the CLI's route, demo, attend and compare, the Python report dict):
 // head, choice, routed, mse ({candidate name: sampled MSE} in `candidates`
 // order, empty when not routed), mse_spatial and mse_temporal (of the
 // candidates so named; NaN when there is none or the head was not routed:
-// kept for callers of the Sparse VideoGen pair), density, tiles_visited,
+// kept for callers of the Sparse VideoGen pair), error (the choice's
+// sampled relative L2 error; NaN when not routed), target_met, density, tiles_visited,
 // seconds, permute_seconds, cluster_seconds, plan_seconds.
 Fields head_fields(const HeadReport& head, std::span<const MaskCandidate> candidates);
 

@@ -35,6 +35,15 @@
 //    (near tokens and the query's object).
 //  - ambiguous: (e_f + g_p) / sqrt(2) at 0.35 x the sharpness, so the weight
 //    spreads over the whole sequence (dense-ish) and no mask fits well.
+//  - spatial-band / temporal-band (heads that need different densities, for
+//    error targets): phi(x) = sqrt(2 / d) [cos(w_i x / l), sin(w_i x / l)]
+//    with d / 2 seeded Cauchy frequencies w_i, on the token's position x in
+//    frame-major order (spatial) or token-major order (temporal): the score
+//    falls linearly and the weight exponentially with |x - x'|. The length l
+//    is set from the head's band_widths entry b (a fraction of the keys) so
+//    that the weight falls by e^-6 at the half-width W of the band of
+//    density b (W = L (1 - sqrt(1 - b)) for L video tokens): the head's
+//    attention sits within a band of about density b.
 //  - Text tokens carry noise only (q = a * noise * eps); V is N(0, 1) for
 //    every token.
 // Without an explicit list, kinds are assigned to heads in the given
@@ -65,12 +74,17 @@ enum class PlantedHead : std::uint8_t {
   kDecay,
   kSpatialTemporal,
   kDecayCluster,
+  kSpatialBand,
+  kTemporalBand,
 };
 // "spatial", "temporal", "ambiguous", "cluster", "decay", "spatial+temporal",
-// "decay+cluster"
+// "decay+cluster", "spatial-band", "temporal-band"
 std::string_view to_string(PlantedHead planted);
-// Every kind, in enum order.
+// Every structure kind (spatial ... decay+cluster), in enum order; the band
+// kinds, whose attention spreads by a width of their own, are band_heads().
 std::span<const PlantedHead> planted_heads();
+// spatial-band, temporal-band.
+std::span<const PlantedHead> band_heads();
 // The kind of that name; throws std::invalid_argument listing the names.
 PlantedHead parse_planted_head(std::string_view name);
 
@@ -91,8 +105,18 @@ struct WorkloadOptions {
   // patches: with the defaults, every 2 frames or 3 patches.
   double decay_frames = 24.0;
   double decay_patches = 36.0;
+  // spatial-band / temporal-band heads: the density of each head's band, one
+  // per head when non-empty (other kinds ignore theirs), each in (0, 1];
+  // empty: 0.15 for every band head.
+  std::vector<double> band_widths;
   int threads = 0;  // 0: the context's threads() (all hardware threads by default)
 };
+
+// `heads` band heads (the error-target workload): spatial-band and
+// temporal-band alternating, band widths spread evenly in log scale from
+// 3% to 40% of the keys, each width used by one spatial and one temporal
+// head where the count allows. Other options are defaults.
+WorkloadOptions planted_band_options(std::int64_t heads, std::uint64_t seed = 0);
 
 class VideoWorkload {
  public:

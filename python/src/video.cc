@@ -1,13 +1,25 @@
-// tilesplash._core.VideoGeometry and presets(): the shapes of video.h.
+// tilesplash._core.VideoGeometry and presets(): the shapes of video.h; and
+// the library's routing and warm-up decisions (routing.h: decide_route,
+// WarmupPolicy), which the flex and JAX front doors call instead of
+// writing the rules again.
 #include "tilesplash/video.h"
 
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
 
+#include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "bindings.h"
+#include "tilesplash/routing.h"
 
 namespace tilesplash::python {
 namespace {
@@ -19,9 +31,63 @@ TextPlacement to_placement(const std::string& text) {
   throw std::invalid_argument("text_at: expected 'none', 'before' or 'after', got '" + text + "'");
 }
 
+using Table = nb::ndarray<const double, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+using Column = nb::ndarray<const double, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+// decide_route() per row of a [heads, candidates] MSE table: (index per
+// head, target met per head, [heads][candidates] sampled errors).
+std::tuple<std::vector<std::int64_t>, std::vector<bool>, std::vector<std::vector<double>>>
+decide_routes(const Table& mse, const Column& power, const std::vector<double>& densities,
+              std::optional<double> density_budget, std::optional<double> error) {
+  const std::size_t heads = mse.shape(0), count = mse.shape(1);
+  if (power.shape(0) != heads) {
+    throw std::invalid_argument("power: expected one per head (" + std::to_string(heads) +
+                                "), got " + std::to_string(power.shape(0)));
+  }
+  if (error) check_error_target(*error, "error");
+  const RoutePolicy policy{density_budget, error};
+  std::tuple<std::vector<std::int64_t>, std::vector<bool>, std::vector<std::vector<double>>> out;
+  auto& [index, met, errors] = out;
+  for (std::size_t h = 0; h < heads; ++h) {
+    const std::span<const double> row(mse.data() + h * count, count);
+    const RouteChoice choice = decide_route(densities, row, power(h), policy);
+    index.push_back(static_cast<std::int64_t>(choice.index));
+    met.push_back(choice.target_met);
+    std::vector<double> e;
+    for (const double x : row) e.push_back(sampled_error(x, power(h)));
+    errors.push_back(std::move(e));
+  }
+  return out;
+}
+
+void bind_routing_policy(nb::module_& m) {
+  using namespace nb::literals;
+  m.def("decide_routes", &decide_routes, "mse"_a, "power"_a, "densities"_a,
+        "density_budget"_a.none(), "error"_a.none());
+  m.def(
+      "warmup_is_dense",
+      [](std::int64_t dense_layers, std::int64_t dense_steps, std::int64_t layer,
+         std::int64_t step) {
+        return WarmupPolicy{dense_layers, dense_steps}.is_dense(layer, step);
+      },
+      "dense_layers"_a, "dense_steps"_a, "layer"_a, "step"_a);
+  m.def("_set_policy_inverted_for_tests", &set_policy_inverted_for_tests, "inverted"_a);
+  m.def("default_density_ladder", [] {
+    const std::span<const double> ladder = default_density_ladder();
+    return std::vector<double>(ladder.begin(), ladder.end());
+  });
+  m.def(
+      "check_error_target", [](double error) { check_error_target(error, "error"); }, "error"_a);
+  m.def(
+      "check_density_ladder",
+      [](const std::vector<double>& densities) { check_density_ladder(densities, "densities"); },
+      "densities"_a);
+}
+
 }  // namespace
 
 void bind_video(nb::module_& m) {
+  bind_routing_policy(m);
   using namespace nb::literals;
   nb::class_<VideoGeometry>(m, "VideoGeometry")
       .def(

@@ -133,6 +133,7 @@ class PyVideoAttention {
 
   const VideoGeometry& geometry() const { return attention_.geometry(); }
   const std::string& method() const { return method_; }
+  const VideoAttentionOptions& options() const { return attention_.options(); }
   Mask mask(const std::string& choice) const { return attention_.mask(HeadMask(choice)); }
   std::int64_t band() const { return attention_.band(); }
   // (name, density) of every candidate the router chooses from; empty for svg2.
@@ -217,10 +218,29 @@ void bind_video_attention(nb::module_& m) {
              std::int64_t dense_steps, std::int64_t samples, std::uint64_t seed,
              std::optional<std::string> force, int threads, std::optional<std::int64_t> block_q,
              std::optional<std::int64_t> block_kv, std::optional<float> scale,
-             PyThreadingContext* context, const std::string& precision) {
+             PyThreadingContext* context, const std::string& precision, std::optional<double> error,
+             std::optional<std::vector<double>> densities) {
             MethodOptions method_options{density, sink, text_full, band};
+            if (error) check_error_target(*error, "error");
+            if (densities && !error) {
+              throw std::invalid_argument(
+                  "densities: a density ladder applies with error= only (give error too)");
+            }
+            if (densities) check_density_ladder(*densities, "densities");
+            if (error && band) {
+              throw std::invalid_argument(
+                  "band: with error= the ladder's densities choose the bands; leave band None");
+            }
             VideoAttentionOptions options =
                 method_attention_options(method, geometry, method_options);
+            if (error && method != "svg") {
+              options.candidates = ladder_candidates(
+                  method, geometry, method_options,
+                  densities ? std::span<const double>(*densities) : default_density_ladder());
+            } else if (error && densities) {
+              options.densities = *densities;
+            }
+            options.error = error;
             options.density_budget = density_budget;
             options.warmup = {dense_layers, dense_steps};
             options.router = {samples, seed};
@@ -234,11 +254,13 @@ void bind_video_attention(nb::module_& m) {
           "geometry"_a, "method"_a, "density"_a, "band"_a.none(), "sink"_a, "text_full"_a,
           "density_budget"_a.none(), "dense_layers"_a, "dense_steps"_a, "samples"_a, "seed"_a,
           "force"_a.none(), "threads"_a, "block_q"_a.none(), "block_kv"_a.none(), "scale"_a.none(),
-          "context"_a.none(), "precision"_a = "default")
+          "context"_a.none(), "precision"_a = "default", "error"_a.none() = nb::none(),
+          "densities"_a.none() = nb::none())
       .def_prop_ro("geometry", &PyVideoAttention::geometry)
       .def_prop_ro("band", &PyVideoAttention::band)
       .def_prop_ro("method", &PyVideoAttention::method)
       .def_prop_ro("candidates", &PyVideoAttention::candidates)
+      .def_prop_ro("error", [](const PyVideoAttention& a) { return a.options().error; })
       .def("mask", &PyVideoAttention::mask, "choice"_a)
       .def("head_mask", &PyVideoAttention::head_mask, "head"_a)
       .def("candidate_run", &PyVideoAttention::candidate_run, "name"_a)

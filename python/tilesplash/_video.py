@@ -73,6 +73,14 @@ class VideoAttention:
     kernel, as tilesplash.attention(precision="int8"); every kernel call,
     the router's included; not on the flex backend).
 
+    error: an error target instead of one density (docs/masks.md): every family of
+    the method is offered at each density of `densities` (strictly increasing, in
+    (0, 1]; None: 0.05, 0.1, 0.15, 0.25, 0.4), as candidates named
+    "<name>@<density>", and each routed head runs the least dense one whose sampled
+    error (relative L2 of the sampled output rows against dense) is at most `error`;
+    when none is, the lowest-error one, and the head's report says "target_met":
+    False. Combines with density_budget; not with band or svg2.
+
     One object serves one call at a time (calls from several threads queue);
     keep it across layers and steps so plans are built once (and, for svg2,
     clusters are warm-started; call reset_clusters() for a new video). Objects
@@ -112,7 +120,7 @@ class VideoAttention:
                  text_full=True, density_budget=None, dense_layers=0, dense_steps=0, samples=64,
                  seed=0, force=None, threads=0, block_q=None, block_kv=None, scale=None,
                  context=None, group=None, timeout=None, backend="auto", flex_strategy="permute",
-                 flex_compile=None, precision="default"):
+                 flex_compile=None, precision="default", error=None, densities=None):
         arguments = dict(locals())  # with a group, all but the PER_RANK ones must agree
         if not isinstance(geometry, _core.VideoGeometry):
             raise TypeError(f"geometry: expected a tilesplash.VideoGeometry, got "
@@ -133,7 +141,8 @@ class VideoAttention:
             check_int(seed, "seed", 0, maximum=2**64 - 1), force,
             check_int(threads, "threads", 0, maximum=MAX_THREADS),
             *check_blocks(block_q, block_kv), check_scale(scale),
-            core_of(check_context(context)), check_precision(precision))
+            core_of(check_context(context)), check_precision(precision),
+            *check_error_target(error, densities))
         self._group = group
         self._timeout = check_timeout(timeout)
         self._backend = check_backend(backend)
@@ -144,7 +153,8 @@ class VideoAttention:
         self._flex = None
         self._flex_settings = dict(
             dense_layers=dense_layers, dense_steps=dense_steps, force=force,
-            density_budget=density_budget, scale=scale, block_q=block_q, block_kv=block_kv,
+            density_budget=density_budget, error=error, scale=scale, block_q=block_q,
+            block_kv=block_kv,
             strategy=flex_strategy, compile=flex_compile)
         if flex_strategy not in ("permute", "per_head"):
             raise ValueError(f"flex_strategy: expected 'permute' or 'per_head', got "
@@ -163,6 +173,11 @@ class VideoAttention:
         # its caches and svg2's per-layer warm starts are the object's state.
         self._lock = threading.RLock()
         self._last_flex = False  # the last call ran on the flex backend (for head_mask)
+
+    @property
+    def error(self):
+        """The error target (sampled relative L2 against dense), or None."""
+        return self._core.error
 
     @property
     def backend(self) -> str:
@@ -282,7 +297,8 @@ class VideoAttention:
         "spatial", "temporal", "radial", "sta:3x3x3", or "svg2"), "routed",
         "mse_spatial", "mse_temporal" (None when not routed or not a candidate),
         "mse" ({candidate name: sampled MSE against dense}, empty when not
-        routed), "density", "tiles_visited" (pairs inside the tiles the kernel
+        routed), "error" (the choice's sampled relative L2 error against dense;
+        None when not routed), "target_met", "density", "tiles_visited" (pairs inside the tiles the kernel
         visited, over tokens x tokens), "seconds", "permute_seconds",
         "cluster_seconds" and "plan_seconds" (svg2's k-means and per-head plan,
         parts of "seconds")], "method", "band", "warmup", "block_q", "block_kv",
@@ -378,3 +394,18 @@ class VideoAttention:
         if method_flag(self.method, "takes_band"):
             return f"tilesplash.VideoAttention({self.geometry}, band={self.band})"
         return f"tilesplash.VideoAttention({self.geometry}, method={self.method!r})"
+
+
+def check_error_target(error, densities):
+    """(error, densities) checked (by the library's rules) for VideoAttention: floats, or None."""
+    if error is not None:
+        error = check_float(error, "error", "a relative L2 error > 0 (e.g. 0.05) or None")
+        _core.check_error_target(error)
+    if densities is not None:
+        if isinstance(densities, (str, bytes)) or not hasattr(densities, "__iter__"):
+            raise TypeError(f"densities: expected a sequence of floats in (0, 1] or None, got "
+                            f"{type(densities).__name__}")
+        densities = [check_float(d, f"densities[{i}]", "a float in (0, 1]")
+                     for i, d in enumerate(densities)]
+        _core.check_density_ladder(densities)
+    return error, densities

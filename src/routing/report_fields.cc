@@ -16,6 +16,8 @@ Fields head_fields(const HeadReport& head, std::span<const MaskCandidate> candid
       {"mse", std::move(mse)},
       {"mse_spatial", head.mse_spatial},
       {"mse_temporal", head.mse_temporal},
+      {"error", head.error},
+      {"target_met", head.target_met},
       {"density", head.density},
       {"tiles_visited", head.tiles_visited},
       {"seconds", head.seconds},

@@ -59,42 +59,36 @@ std::vector<std::int64_t> sample_video_rows(const VideoGeometry& geometry, std::
 }
 
 RouteDecision decide(const std::vector<MaskCandidate>& candidates, std::vector<double> mse,
-                     std::optional<double> density_budget) {
+                     double power, const RoutePolicy& policy) {
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-  // Densities are exact ratios; the tolerance only absorbs their rounding.
-  const auto within = [&](const MaskCandidate& c) {
-    return !density_budget || c.density <= *density_budget * (1.0 + 1e-12);
-  };
-  const bool any_within = std::any_of(candidates.begin(), candidates.end(), within);
-  std::size_t best = 0;
-  bool found = false;
-  for (std::size_t i = 0; i < candidates.size(); ++i) {
-    if (any_within) {
-      if (!within(candidates[i])) continue;
-      if (!found || mse[i] < mse[best]) best = i;
-    } else if (!found || candidates[i].density < candidates[best].density) {
-      best = i;
-    }
-    found = true;
-  }
+  std::vector<double> densities;
+  for (const MaskCandidate& c : candidates) densities.push_back(c.density);
+  const RouteChoice choice = decide_route(densities, mse, power, policy);
   RouteDecision decision;
-  decision.choice = HeadMask(candidates[best].name);
-  decision.index = best;
+  decision.choice = HeadMask(candidates[choice.index].name);
+  decision.index = choice.index;
+  decision.target_met = choice.target_met;
   decision.mse_spatial = kNaN;
   decision.mse_temporal = kNaN;
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     if (candidates[i].name == "spatial") decision.mse_spatial = mse[i];
     if (candidates[i].name == "temporal") decision.mse_temporal = mse[i];
+    decision.error.push_back(sampled_error(mse[i], power));
   }
   decision.mse = std::move(mse);
   return decision;
+}
+
+RouteDecision decide(const std::vector<MaskCandidate>& candidates, std::vector<double> mse,
+                     std::optional<double> density_budget) {
+  return decide(candidates, std::move(mse), 1.0, RoutePolicy{density_budget, std::nullopt});
 }
 
 std::vector<std::vector<double>> Router::score(
     AttentionBackend& backend, const TensorView& q, const TensorView& k, const TensorView& v,
     const Mask& reference, const std::vector<Mask>& candidates,
     const std::vector<std::int64_t>& rows, std::int64_t block_kv, const AttentionOptions& options,
-    double* plan_seconds) {
+    double* plan_seconds, std::vector<double>* power) {
   const std::int64_t heads = q.heads;
   const std::int64_t r = static_cast<std::int64_t>(rows.size());
   const std::int64_t sections = 1 + static_cast<std::int64_t>(candidates.size());
@@ -128,8 +122,14 @@ std::vector<std::vector<double>> Router::score(
                   options);
 
   std::vector<std::vector<double>> mse(static_cast<std::size_t>(heads));
+  if (power != nullptr) power->assign(static_cast<std::size_t>(heads), 0.0);
   for (std::int64_t h = 0; h < heads; ++h) {
     const float* dense = outputs_.data() + h * block * dv;
+    if (power != nullptr) {
+      double sum = 0.0;
+      for (std::int64_t i = 0; i < r * dv; ++i) sum += static_cast<double>(dense[i]) * dense[i];
+      (*power)[static_cast<std::size_t>(h)] = sum / static_cast<double>(r * dv);
+    }
     for (std::int64_t s = 1; s < sections; ++s) {
       const float* section = dense + s * r * dv;
       double sum = 0.0;

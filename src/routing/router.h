@@ -24,9 +24,12 @@ std::vector<std::int64_t> sample_video_rows(const VideoGeometry& geometry, std::
                                             std::uint64_t seed, std::int64_t layer,
                                             std::int64_t step);
 
-// The decision from one head's MSEs: the smallest MSE among the candidates
-// whose density is within the budget (all when unset; the least dense one
-// when none is), the first on a tie.
+// The decision from one head's MSEs and the mean square of its dense rows
+// (`power`): decide_route() (routing.h), the one rule, with the per-candidate
+// errors and the Sparse VideoGen pair's MSEs filled in for the report.
+RouteDecision decide(const std::vector<MaskCandidate>& candidates, std::vector<double> mse,
+                     double power, const RoutePolicy& policy);
+// The rule without an error target (power is then irrelevant).
 RouteDecision decide(const std::vector<MaskCandidate>& candidates, std::vector<double> mse,
                      std::optional<double> density_budget);
 
@@ -35,13 +38,16 @@ class Router {
   // Per head of q, k, v ([heads, tokens, d], original order), per candidate
   // mask: the MSE over the sampled rows and all dv channels of its output
   // against the reference's ([head][candidate]): dense, or the keys a padded
-  // call really has. `options` supplies scale and threads.
+  // call really has; `power`, when not null, gets per head the mean square of
+  // the reference rows (sampled_error's denominator). `options` supplies
+  // scale and threads.
   std::vector<std::vector<double>> score(AttentionBackend& backend, const TensorView& q,
                                          const TensorView& k, const TensorView& v,
                                          const Mask& reference, const std::vector<Mask>& candidates,
                                          const std::vector<std::int64_t>& rows,
                                          std::int64_t block_kv, const AttentionOptions& options,
-                                         double* plan_seconds);
+                                         double* plan_seconds,
+                                         std::vector<double>* power = nullptr);
 
  private:
   std::vector<unsigned char> queries_;  // [heads, sections * r, d] in q's dtype

@@ -54,6 +54,19 @@ void check_options(const VideoAttentionOptions& o) {
   if (o.density_budget && !(*o.density_budget > 0.0 && *o.density_budget <= 1.0)) {
     fail("options.density_budget must be in (0, 1], got " + std::to_string(*o.density_budget));
   }
+  try {
+    if (o.error) check_error_target(*o.error, "options.error");
+    if (!o.densities.empty() && !o.error) {
+      throw std::invalid_argument(
+          "options.densities: a density ladder applies with options.error only");
+    }
+    if (!o.densities.empty()) check_density_ladder(o.densities, "options.densities");
+  } catch (const std::invalid_argument& e) {
+    fail(e.what());
+  }
+  if (o.error && o.clusters) {
+    fail("options.error: heads running clusters (options.clusters) have no density ladder");
+  }
   if (o.clusters) {
     if (!o.candidates.empty()) {
       fail(
@@ -136,6 +149,14 @@ std::vector<std::string> force_names(const VideoAttentionOptions& options) {
   std::vector<std::string> names = {"dense"};
   if (options.clusters) {
     names.push_back(detail::kClusterChoice.name());
+  } else if (options.candidates.empty() && options.error) {
+    const std::span<const double> ladder = options.densities.empty()
+                                               ? default_density_ladder()
+                                               : std::span<const double>(options.densities);
+    for (const double d : ladder) {
+      names.push_back(ladder_name(HeadMask::kSpatial.name(), d));
+      names.push_back(ladder_name(HeadMask::kTemporal.name(), d));
+    }
   } else if (options.candidates.empty()) {
     names.insert(names.end(), {HeadMask::kSpatial.name(), HeadMask::kTemporal.name()});
   } else {
@@ -146,6 +167,13 @@ std::vector<std::string> force_names(const VideoAttentionOptions& options) {
 
 std::vector<MaskCandidate> VideoAttention::Impl::make_candidates() const {
   if (options.clusters) return {};
+  if (options.candidates.empty() && options.error) {
+    const MethodOptions method{options.density, options.sink, options.text_full, std::nullopt};
+    return ladder_candidates("svg", geometry, method,
+                             options.densities.empty()
+                                 ? default_density_ladder()
+                                 : std::span<const double>(options.densities));
+  }
   if (options.candidates.empty()) {
     return {video_candidate(VideoMaskKind::kSpatial, geometry, band, mask_options),
             video_candidate(VideoMaskKind::kTemporal, geometry, band, mask_options)};
@@ -208,12 +236,14 @@ std::vector<RouteDecision> VideoAttention::Impl::route(
   if (keys) {
     for (Mask& mask : masks) mask = mask & keys->mask;
   }
+  std::vector<double> power;
   std::vector<std::vector<double>> mse =
       router.score(runner, q, k, v, keys ? keys->mask : Mask::dense(), masks, rows,
-                   options.blocks.block_kv, attention_options(false), nullptr);
+                   options.blocks.block_kv, attention_options(false), nullptr, &power);
   std::vector<RouteDecision> decisions;
-  for (std::vector<double>& head : mse) {
-    decisions.push_back(detail::decide(candidates, std::move(head), options.density_budget));
+  const RoutePolicy policy{options.density_budget, options.error};
+  for (std::size_t h = 0; h < mse.size(); ++h) {
+    decisions.push_back(detail::decide(candidates, std::move(mse[h]), power[h], policy));
   }
   return decisions;
 }
@@ -310,7 +340,14 @@ LayerReport VideoAttention::forward(const AttentionArgs& args, std::int64_t laye
     head.routed = routed;
     head.mse_spatial = routed ? decisions[static_cast<std::size_t>(h)].mse_spatial : kNaN;
     head.mse_temporal = routed ? decisions[static_cast<std::size_t>(h)].mse_temporal : kNaN;
-    if (routed) head.mse = decisions[static_cast<std::size_t>(h)].mse;
+    if (routed) {
+      const RouteDecision& decision = decisions[static_cast<std::size_t>(h)];
+      head.mse = decision.mse;
+      head.error = decision.error[decision.index];
+      head.target_met = decision.target_met;
+    } else {
+      head.error = kNaN;
+    }
     report.permute_seconds += head.permute_seconds;
     report.attention_seconds += head.seconds;
     report.heads.push_back(std::move(head));

@@ -1,6 +1,7 @@
 // Per-head feature tables of the synthetic workload: frame and patch
 // features (spatial, temporal, ambiguous heads), object features and each
-// token's object (cluster heads), random Fourier frequencies (decay heads).
+// token's object (cluster heads), random Fourier frequencies (decay and
+// band heads).
 #include "workload/planted_features.h"
 
 #include <algorithm>
@@ -15,7 +16,9 @@ constexpr std::int64_t kChunkRows = 512;
 constexpr double kFrameSmoothing = 0.5;
 // Streams 0-2 are Q, K and V (workload.cc).
 constexpr std::uint64_t kFrameStream = 3, kPatchStream = 4, kObjectStream = 5,
-                        kMembershipStream = 6, kFrequencyStream = 7;
+                        kMembershipStream = 6, kFrequencyStream = 7, kBandStream = 8;
+// Band heads: the weight falls by e^-kBandDecay at the band's half-width.
+constexpr double kBandDecay = 6.0;
 
 void normalise(float* x, std::int64_t n) {
   double sum = 0.0;
@@ -35,7 +38,7 @@ std::int64_t planted_object(std::uint64_t head_key, std::int64_t video_index,
 
 PlantedFeatures::PlantedFeatures(const VideoGeometry& geometry, const WorkloadOptions& options,
                                  PlantedHead kind, std::uint64_t head_key,
-                                 ThreadingContext& context, int threads)
+                                 ThreadingContext& context, int threads, double band_width)
     : geometry_(geometry), options_(options), head_key_(head_key), d_(options.head_dim) {
   switch (kind) {
     case PlantedHead::kSpatial:
@@ -56,6 +59,12 @@ PlantedFeatures::PlantedFeatures(const VideoGeometry& geometry, const WorkloadOp
       break;
     case PlantedHead::kDecayCluster:
       decay_ = object_ = true;
+      break;
+    case PlantedHead::kSpatialBand:
+    case PlantedHead::kTemporalBand:
+      band_ = true;
+      band_temporal_ = kind == PlantedHead::kTemporalBand;
+      band_frequencies(band_width);
       break;
   }
   if (static_cast<int>(frame_) + patch_ + object_ + decay_ == 2) {
@@ -123,6 +132,23 @@ void PlantedFeatures::frequencies() {
   }
 }
 
+void PlantedFeatures::band_frequencies(double band_width) {
+  // Scores are sharpness * exp(-|x - x'| / l) ~ sharpness * (1 - |x - x'| / l):
+  // the weight falls by e^-kBandDecay at |x - x'| = W when l = sharpness * W / kBandDecay.
+  const double video = static_cast<double>(geometry_.video_tokens());
+  const double half_width = std::max(1.0, video * (1.0 - std::sqrt(1.0 - band_width)));
+  const double length = options_.sharpness * half_width / kBandDecay;
+  const Gaussian stream(hash_combine(head_key_, kBandStream));
+  const std::int64_t count = std::max<std::int64_t>(1, d_ / 2);
+  band_frequencies_.resize(static_cast<std::size_t>(count));
+  float g[2];
+  for (std::int64_t i = 0; i < count; ++i) {
+    stream.fill(static_cast<std::uint64_t>(i), g, 2, 1.0);
+    const double radius = std::max(std::abs(static_cast<double>(g[1])), 1e-12);
+    band_frequencies_[static_cast<std::size_t>(i)] = g[0] / radius / length;
+  }
+}
+
 void PlantedFeatures::feature(std::int64_t video_index, float* out) const {
   const std::int64_t d = d_, patches = geometry_.tokens_per_frame();
   const std::int64_t f = video_index / patches, p = video_index % patches;
@@ -137,6 +163,16 @@ void PlantedFeatures::feature(std::int64_t video_index, float* out) const {
                                               static_cast<std::uint64_t>(video_index)) %
                                   static_cast<std::uint64_t>(options_.objects));
     for (std::int64_t c = 0; c < d; ++c) out[c] += mix_ * object_features_[m * d + c];
+  }
+  if (band_) {
+    const double x = static_cast<double>(band_temporal_ ? p * geometry_.frames + f : video_index);
+    const std::int64_t count = static_cast<std::int64_t>(band_frequencies_.size());
+    const double amplitude = std::sqrt(1.0 / static_cast<double>(count));
+    for (std::int64_t i = 0; i < count && 2 * i < d; ++i) {
+      const double phase = band_frequencies_[static_cast<std::size_t>(i)] * x;
+      out[2 * i] += static_cast<float>(amplitude * std::cos(phase));
+      if (2 * i + 1 < d) out[2 * i + 1] += static_cast<float>(amplitude * std::sin(phase));
+    }
   }
   if (decay_) {
     const double z[3] = {static_cast<double>(f), static_cast<double>(p / geometry_.width),

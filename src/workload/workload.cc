@@ -22,6 +22,9 @@ constexpr std::array<PlantedHead, 7> kKinds = {
     PlantedHead::kSpatial,     PlantedHead::kTemporal, PlantedHead::kAmbiguous,
     PlantedHead::kCluster,     PlantedHead::kDecay,    PlantedHead::kSpatialTemporal,
     PlantedHead::kDecayCluster};
+constexpr std::array<PlantedHead, 2> kBandKinds = {PlantedHead::kSpatialBand,
+                                                   PlantedHead::kTemporalBand};
+constexpr double kDefaultBandWidth = 0.15;
 
 using detail::Gaussian;
 
@@ -58,6 +61,16 @@ std::vector<PlantedHead> assign_kinds(const WorkloadOptions& o) {
 void check(const VideoGeometry& geometry, const WorkloadOptions& o) {
   geometry.validate();
   if (o.heads < 1) fail("options.heads must be >= 1, got " + std::to_string(o.heads));
+  if (!o.band_widths.empty() && static_cast<std::int64_t>(o.band_widths.size()) != o.heads) {
+    fail("options.band_widths must have one entry per head (" + std::to_string(o.heads) +
+         ") or none, got " + std::to_string(o.band_widths.size()));
+  }
+  for (std::size_t h = 0; h < o.band_widths.size(); ++h) {
+    if (!(o.band_widths[h] > 0.0 && o.band_widths[h] <= 1.0)) {
+      fail("options.band_widths[" + std::to_string(h) + "] must be in (0, 1], got " +
+           std::to_string(o.band_widths[h]));
+    }
+  }
   if (o.head_dim < 1) fail("options.head_dim must be >= 1, got " + std::to_string(o.head_dim));
   const auto fraction = [](const char* name, double value) {
     if (!(value >= 0.0 && value <= 1.0)) {
@@ -107,17 +120,25 @@ std::string_view to_string(PlantedHead planted) {
       return "spatial+temporal";
     case PlantedHead::kDecayCluster:
       return "decay+cluster";
+    case PlantedHead::kSpatialBand:
+      return "spatial-band";
+    case PlantedHead::kTemporalBand:
+      return "temporal-band";
   }
   return "?";
 }
 
 std::span<const PlantedHead> planted_heads() { return kKinds; }
+std::span<const PlantedHead> band_heads() { return kBandKinds; }
 
 PlantedHead parse_planted_head(std::string_view name) {
   std::string names;
-  for (const PlantedHead kind : kKinds) {
-    if (to_string(kind) == name) return kind;
-    names += (names.empty() ? "" : ", ") + std::string(to_string(kind));
+  for (const auto& kinds :
+       {std::span<const PlantedHead>(kKinds), std::span<const PlantedHead>(kBandKinds)}) {
+    for (const PlantedHead kind : kinds) {
+      if (to_string(kind) == name) return kind;
+      names += (names.empty() ? "" : ", ") + std::string(to_string(kind));
+    }
   }
   throw std::invalid_argument("unknown planted head type '" + std::string(name) + "' (expected " +
                               names + ")");
@@ -149,7 +170,11 @@ VideoWorkload::VideoWorkload(const VideoGeometry& geometry, WorkloadOptions opti
       return Gaussian(detail::hash_combine(head_key, s));
     };
     const PlantedHead kind = planted_[static_cast<std::size_t>(h)];
-    const detail::PlantedFeatures features(geometry_, options_, kind, head_key, threading, threads);
+    const double band_width = options_.band_widths.empty()
+                                  ? kDefaultBandWidth
+                                  : options_.band_widths[static_cast<std::size_t>(h)];
+    const detail::PlantedFeatures features(geometry_, options_, kind, head_key, threading, threads,
+                                           band_width);
     const double sharpness =
         options_.sharpness * (kind == PlantedHead::kAmbiguous ? kAmbiguousSharpness : 1.0);
     const float amplitude =
@@ -186,6 +211,21 @@ VideoWorkload::VideoWorkload(const VideoGeometry& geometry, WorkloadOptions opti
       }
     });
   }
+}
+
+WorkloadOptions planted_band_options(std::int64_t heads, std::uint64_t seed) {
+  if (heads < 1) fail("planted_band_options: heads must be >= 1, got " + std::to_string(heads));
+  WorkloadOptions options;
+  options.heads = heads;
+  options.seed = seed;
+  const std::int64_t widths = std::max<std::int64_t>(1, (heads + 1) / 2);
+  for (std::int64_t h = 0; h < heads; ++h) {
+    options.planted.push_back(h % 2 == 0 ? PlantedHead::kSpatialBand : PlantedHead::kTemporalBand);
+    const double t =
+        widths == 1 ? 0.0 : static_cast<double>(h / 2) / static_cast<double>(widths - 1);
+    options.band_widths.push_back(0.03 * std::pow(0.40 / 0.03, t));
+  }
+  return options;
 }
 
 std::int64_t VideoWorkload::object(std::int64_t head, std::int64_t token) const {

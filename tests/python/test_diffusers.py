@@ -263,7 +263,8 @@ def test_summarize(model, inputs, enabled):
     assert rows[1]["spatial"] + rows[1]["temporal"] == 2 * (LAYERS - 1) * HEADS
     assert rows[0]["density"] == 1.0 and rows[1]["density"] < 1.0
     table = tsd.summary_table(handle.report()).splitlines()
-    assert table[0].split() == ["step", "calls", "dense", "spatial", "temporal", "density", "attention_ms"]
+    assert table[0].split() == ["step", "calls", "dense", "spatial", "temporal", "density", "attention_ms",
+                                "saved_ms"]
     assert [line.split()[:3] for line in table[1:]] == [["0", str(2 * LAYERS), str(2 * LAYERS * HEADS)],
                                                         ["1", str(2 * LAYERS), str(2 * HEADS)]]
 

@@ -141,7 +141,7 @@ def test_summary_counts_every_choice(model, inputs, enabled):
     assert rows[0]["spatial"] == rows[0]["temporal"] == 0
     table = tsd.summary_table(handle.report()).splitlines()
     assert table[0].split() == ["step", "calls", "dense", "spatial", "temporal", "radial",
-                                "density", "attention_ms"]
+                                "density", "attention_ms", "saved_ms"]
     assert table[1].split()[:6] == ["0", str(LAYERS), str(HEADS), "0", "0", str((LAYERS - 1) * HEADS)]
 
 

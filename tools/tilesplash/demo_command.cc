@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "error_target_options.h"
 #include "options.h"
 #include "progress.h"
 #include "report.h"
@@ -48,6 +49,7 @@ struct DemoOptions {
   std::string png_dir;
   bool json = false;
   bool quiet = false;
+  ErrorTargetOptions error_target;  // --error, --densities, --bands
 };
 
 void print_text(const nlohmann::ordered_json& record, std::ostream& out) {
@@ -130,6 +132,8 @@ DemoSetup resolve(const DemoOptions& options, OutputSet& outputs) {
 void configure_attention(const DemoOptions& options, DemoSetup& setup) {
   setup.attention =
       method_attention_options(options.method, setup.shape.geometry, {options.density});
+  apply_error_target(options.error_target, options.method, setup.shape.geometry, {options.density},
+                     setup.attention);
   setup.attention.threads = setup.threads;
   setup.attention.router.seed = options.seed;
   if (setup.attention.clusters) setup.attention.clusters->seed = options.seed;
@@ -241,6 +245,7 @@ Report demo_report(const DemoOptions& options, const DemoSetup& setup,
   report_setup(options, setup, comparison.sparse, report.record);
   const double cosine_sum = report_heads(workload, comparison, report.record);
   report_totals(options, comparison, cosine_sum, report.record);
+  report_error_target(options.error_target, comparison.sparse, report.record);
   if (!setup.png_path.empty()) {
     report.record["png"] = nlohmann::ordered_json::array({setup.png_path});
   }
@@ -253,7 +258,11 @@ void run_demo(const DemoOptions& options) {
   DemoSetup setup = resolve(options, outputs);
   Progress progress("demo", 2 * options.heads + 1, progress_wanted(options.quiet));
   progress.set_detail("generating the workload");
-  const std::unique_ptr<VideoWorkload> workload = make_workload(setup, options.heads, options.seed);
+  WorkloadOptions plain;
+  plain.heads = options.heads;
+  plain.seed = options.seed;
+  const std::unique_ptr<VideoWorkload> workload = make_workload(
+      setup, error_target_workload(options.error_target, options.heads, options.seed, plain));
   progress.advance();
   configure_attention(options, setup);
   const DenseComparison comparison = run(options, setup, *workload, progress);
@@ -297,6 +306,7 @@ Command add_demo_command(CLI::App& parent) {
       ->check(non_empty("a directory"));
   app->add_flag("--json", options->json, "Print one JSON object (with a heads_table array)");
   app->add_flag("--quiet", options->quiet, "No progress bar and no table");
+  add_error_target_options(*app, options->error_target, false);
   return {app, [options] { run_demo(*options); }};
 }
 

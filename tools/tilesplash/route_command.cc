@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "error_target_options.h"
 #include "options.h"
 #include "report.h"
 #include "tilesplash/attention.h"
@@ -56,6 +57,7 @@ struct RouteOptions {
   std::int64_t repeats = 1;
   bool compare_dense = false;
   bool json = false;
+  ErrorTargetOptions error_target;  // --error, --densities, --bands, --png
 };
 
 // The sampled MSE of the mask the head chose, when it was routed.
@@ -107,6 +109,7 @@ VideoAttentionOptions attention_options(const RouteOptions& options, const Video
   attention.blocks = {options.block_q, options.block_kv};
   attention.threads = threads;
   if (attention.clusters) attention.clusters->seed = options.seed;
+  apply_error_target(options.error_target, options.method, geometry, method_options, attention);
   return attention;
 }
 
@@ -222,6 +225,7 @@ Report route_report(const RouteOptions& options, const RouteSetup& setup,
   nlohmann::ordered_json rows = head_rows(setup, workload, comparison, record);
   report_totals(options, setup, comparison, record);
   record["repeats"] = options.repeats;
+  report_error_target(options.error_target, comparison.sparse, record);
   record["heads"] = std::move(rows);
   report.sections = {print_heads_text, blank_line, scalar_table};
   return report;
@@ -229,7 +233,11 @@ Report route_report(const RouteOptions& options, const RouteSetup& setup,
 
 void run_route(const RouteOptions& options) {
   const RouteSetup setup = resolve(options);
-  const std::unique_ptr<VideoWorkload> workload = make_workload(setup, options.heads, options.seed);
+  WorkloadOptions plain;
+  plain.heads = options.heads;
+  plain.seed = options.seed;
+  const std::unique_ptr<VideoWorkload> workload = make_workload(
+      setup, error_target_workload(options.error_target, options.heads, options.seed, plain));
   const DenseComparison comparison = run(options, setup, *workload);
   emit(route_report(options, setup, *workload, comparison), table_or_json(options.json), std::cout);
 }
@@ -293,6 +301,7 @@ Command add_route_command(CLI::App& parent) {
   app->add_flag("--compare-dense", options->compare_dense,
                 "Also run every head dense on the same data: times, speed-up, cosine");
   app->add_flag("--json", options->json, "Print one JSON object (with a heads array)");
+  add_error_target_options(*app, options->error_target);
 
   return {app, [options] { run_route(*options); }};
 }

@@ -18,10 +18,14 @@ std::unique_ptr<VideoWorkload> make_workload(const VideoSetup& setup, std::int64
                                              std::uint64_t seed, std::vector<PlantedHead> planted) {
   WorkloadOptions options;
   options.heads = heads;
-  options.head_dim = setup.head_dim;
-  options.dtype = setup.dtype;
   options.seed = seed;
   if (!planted.empty()) options.planted = std::move(planted);
+  return make_workload(setup, std::move(options));
+}
+
+std::unique_ptr<VideoWorkload> make_workload(const VideoSetup& setup, WorkloadOptions options) {
+  options.head_dim = setup.head_dim;
+  options.dtype = setup.dtype;
   options.threads = setup.threads;
   return std::make_unique<VideoWorkload>(setup.shape.geometry, options, setup.context.get());
 }

@@ -34,6 +34,9 @@ VideoSetup resolve_video(const ShapeOptions& shape, std::int64_t head_dim, const
 std::unique_ptr<VideoWorkload> make_workload(const VideoSetup& setup, std::int64_t heads,
                                              std::uint64_t seed,
                                              std::vector<PlantedHead> planted = {});
+// The workload of `options` (heads, seed, kinds as given) on the setup's shape,
+// head dim, dtype and threads.
+std::unique_ptr<VideoWorkload> make_workload(const VideoSetup& setup, WorkloadOptions options);
 
 // The preset's name, or null for a custom geometry.
 nlohmann::ordered_json preset_name(const VideoShape& shape);

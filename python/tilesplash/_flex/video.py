@@ -29,6 +29,7 @@ from collections import OrderedDict
 import numpy as np
 import torch
 
+from .. import _core
 from .._mask import Mask
 from .._methods import cluster_choice, method_flag
 from .attention import check_device, check_finite, from_bhnd, lse_to_layout, to_bhnd
@@ -70,12 +71,13 @@ class FlexVideo:
     """The flex execution of one tilesplash.VideoAttention (its owner)."""
 
     def __init__(self, owner, *, dense_layers, dense_steps, force, density_budget, scale,
-                 block_q, block_kv, strategy="permute", compile=None):
+                 block_q, block_kv, strategy="permute", compile=None, error=None):
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy: expected 'permute' or 'per_head', got {strategy!r}")
         self.owner = owner
         self.dense_layers, self.dense_steps = dense_layers, dense_steps
         self.force, self.density_budget, self.scale = force, density_budget, scale
+        self.error = error
         self.block = (block_q or 128, block_kv or 128)
         self.strategy, self.compile = strategy, compile
         self.tokens = owner.geometry.tokens
@@ -107,7 +109,8 @@ class FlexVideo:
         return found
 
     def route(self, qb, kb, vb, layer, step, scale, key_limit=None):
-        """[(index of choice, MSE row)] per head of one batch entry. With key_limit, keys
+        """[(index of choice, MSE row, sampled error of the choice, target met)] per head
+        of one batch entry, decided by the library (router.decide). With key_limit, keys
         [key_limit, tokens) are padding: dropped from the dense reference and from every
         candidate, as the native router drops them."""
         rows, row_masks = self._rows(layer, step, qb.device)
@@ -115,8 +118,11 @@ class FlexVideo:
         if key_limit is not None:
             reference = torch.arange(self.tokens, device=qb.device) < key_limit
             row_masks = row_masks & reference
-        table = sampled_mse(qb, kb, vb, rows, row_masks, scale, reference)
-        return [(decide(self.candidates, row, self.density_budget), row) for row in table]
+        table, power = sampled_mse(qb, kb, vb, rows, row_masks, scale, reference)
+        index, met, errors = decide([d for _, d in self.candidates], table, power,
+                                    self.density_budget, self.error)
+        return [(int(i), row, float(e[i]), bool(m))
+                for i, row, e, m in zip(index, table, errors, met)]
 
     # -- execution ---------------------------------------------------------------------------
 
@@ -326,7 +332,7 @@ class FlexVideo:
         check_finite(q, k, v)
         batch, heads, d = (int(s) for s in (qb.shape[0], qb.shape[1], qb.shape[3]))
         scale = self.scale if self.scale is not None else d ** -0.5
-        warmup = layer < self.dense_layers or step < self.dense_steps
+        warmup = _core.warmup_is_dense(self.dense_layers, self.dense_steps, layer, step)
         routed = not warmup and self.force is None and len(self.candidates) > 1
         report = {"heads": [], "method": self.owner.method, "band": self.owner.band,
                   "warmup": warmup, "block_q": self.block[0], "block_kv": self.block[1],
@@ -343,7 +349,7 @@ class FlexVideo:
                 routing_start = time.perf_counter()
                 decisions = self.route(qe[0], ke[0], ve[0], layer, step, scale, key_limit)
                 totals["routing_seconds"] += time.perf_counter() - routing_start
-                choices = [self.candidates[i][0] for i, _ in decisions]
+                choices = [self.candidates[d[0]][0] for d in decisions]
             elif warmup:
                 choices = ["dense"] * heads
             elif self.force is not None:
@@ -353,7 +359,7 @@ class FlexVideo:
             else:
                 choices = [self.candidates[0][0]] * heads
             info = [self._head_report(b, h, choices[h], routed,
-                                      None if decisions is None else decisions[h][1])
+                                      None if decisions is None else decisions[h])
                     for h in range(heads)]
             attention_start = time.perf_counter()
             out, lse = self.run_batch_entry(qe, ke, ve, choices, return_lse, info, key_limit,
@@ -377,12 +383,14 @@ class FlexVideo:
         lse = lses[0] if batch == 1 else torch.cat(lses)
         return result, lse_to_layout(lse, layout), report
 
-    def _head_report(self, batch, head, choice, routed, mse_row):
-        mse = {} if mse_row is None else {name: float(x) for (name, _), x
-                                          in zip(self.candidates, mse_row)}
+    def _head_report(self, batch, head, choice, routed, decision):
+        mse = {} if decision is None else {name: float(x) for (name, _), x
+                                           in zip(self.candidates, decision[1])}
         return {"batch": batch, "head": head, "choice": choice, "routed": routed,
                 "mse_spatial": mse.get("spatial") if routed else None,
                 "mse_temporal": mse.get("temporal") if routed else None, "mse": mse,
+                "error": None if decision is None else decision[2],
+                "target_met": True if decision is None else decision[3],
                 "density": 1.0 if choice == "dense" else self.density.get(choice, 0.0),
                 "tiles_visited": 1.0, "seconds": 0.0, "permute_seconds": 0.0,
                 "cluster_seconds": 0.0, "plan_seconds": 0.0}

@@ -40,13 +40,14 @@ from .. import _dist
 from ._dispatch import ModelState, add_runtime, drop_runtime
 from ._install import Installed, carries_tilesplash, check_processors, installed_on, strip
 from ._models import model_specs, spec_for
-from ._report import summarize, summary_table
+from .._video import check_error_target
+from ._report import plot, summarize, summary_table
 from ._runtime import Runtime, Settings
 from ._sequence_parallel import SequenceParallel
 from ._steps import Steps
 
-__all__ = ["enable", "handle_of", "remove", "TilesplashHandle", "summarize", "summary_table",
-           "supported_models"]
+__all__ = ["enable", "handle_of", "remove", "TilesplashHandle", "plot", "summarize",
+           "summary_table", "supported_models"]
 
 _WHO = "tilesplash.diffusers.enable"
 
@@ -147,6 +148,8 @@ def enable(
     timeout: float | None = None,
     backend: str = "auto",
     precision: str = "default",
+    error: float | None = None,
+    densities=None,
 ) -> TilesplashHandle:
     """Run the self-attention of `target`'s video transformer(s) through tilesplash; returns a handle.
 
@@ -189,6 +192,12 @@ def enable(
         CPU included); see tilesplash.VideoAttention and docs/gpu.md.
     precision: "default" or "int8" (Q.K^T in 8 bits on the native CPU kernel,
         docs/kernel.md; not with the flex backend).
+    error: an error target instead of one density: each routed head runs the least
+        dense candidate of the ladder whose sampled relative L2 error against dense is
+        at most ``error`` (the lowest-error one when none is, "target_met" False in the
+        report); combines with density_budget (docs/masks.md). None: ``density``.
+    densities: the ladder with ``error`` (increasing, in (0, 1]); None: 0.05, 0.1,
+        0.15, 0.25, 0.4.
     """
     targets, scheduler = _targets(target)
     timeout = _timeout(timeout)  # checked with or without a group
@@ -213,6 +222,7 @@ def enable(
         context=_context(context),
         backend=_backend(backend),
         precision=_precision(precision, backend),
+        **_error_target(error, densities),
     )
     for _, model, spec in targets:
         check_processors(model, spec, _WHO)
@@ -310,6 +320,15 @@ def _method(value) -> str:
     if value not in names:
         raise ValueError(f"{_WHO}: method must be one of {', '.join(map(repr, names))}; got {value!r}")
     return value
+
+
+def _error_target(error, densities) -> dict:
+    """Settings' error and densities, checked by the library's rules."""
+    try:
+        error, densities = check_error_target(error, densities)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"{_WHO}: {e}") from None
+    return dict(error=error, densities=None if densities is None else tuple(densities))
 
 
 def _density(value, name: str = "density") -> float:

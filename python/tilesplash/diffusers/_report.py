@@ -1,4 +1,4 @@
-"""Folding a handle's report into one row per denoising step."""
+"""Folding a handle's report into one row per denoising step, and its picture (plot)."""
 
 from __future__ import annotations
 
@@ -11,20 +11,28 @@ def summarize(report: list[dict]) -> list[dict]:
     Each row: ``step``, ``calls`` (attention calls), ``dense`` / ``spatial`` /
     ``temporal`` (head counts over all calls; always present), one count per
     other choice that occurs (e.g. ``radial``, ``sta:3x3x3``, ``svg2``),
-    ``density`` (mean over heads of the density each head ran with) and
-    ``seconds`` (attention time).
+    ``density`` (mean over heads of the density each head ran with),
+    ``seconds`` (attention time), ``dense_seconds`` (an estimate of the same
+    calls run dense: each head's time over the share of the map its kernel
+    visited, "tiles_visited"), ``saved_seconds`` (dense_seconds - seconds) and
+    ``target_missed`` (heads whose error target no candidate met).
     """
     rows: dict[int, dict] = {}
     for record in report:
         row = rows.setdefault(
             record["step"],
-            {"step": record["step"], "calls": 0, "dense": 0, "spatial": 0, "temporal": 0, "density": 0.0, "seconds": 0.0},
+            {"step": record["step"], "calls": 0, "dense": 0, "spatial": 0, "temporal": 0, "density": 0.0,
+             "seconds": 0.0, "dense_seconds": 0.0, "saved_seconds": 0.0, "target_missed": 0},
         )
         row["calls"] += 1
         row["seconds"] += record["seconds"]
         for head in record["heads"]:
             row[head["choice"]] = row.get(head["choice"], 0) + 1
             row["density"] += head["density"]
+            visited = head.get("tiles_visited") or 1.0
+            row["dense_seconds"] += head.get("seconds", 0.0) / max(visited, 1e-12)
+            row["saved_seconds"] += head.get("seconds", 0.0) * (1.0 / max(visited, 1e-12) - 1.0)
+            row["target_missed"] += head.get("target_met", True) is False
     for row in rows.values():
         heads = sum(row[choice] for choice in _choices(row))
         row["density"] = row["density"] / heads if heads else 1.0
@@ -33,7 +41,8 @@ def summarize(report: list[dict]) -> list[dict]:
 
 def _choices(row: dict) -> list[str]:
     """The head-count keys of a summarize() row: dense, spatial, temporal, then the others."""
-    fixed = {"step", "calls", "density", "seconds"}
+    fixed = {"step", "calls", "density", "seconds", "dense_seconds", "saved_seconds",
+             "target_missed"}
     return list(_SVG_CHOICES) + [key for key in row if key not in fixed and key not in _SVG_CHOICES]
 
 
@@ -45,11 +54,100 @@ def summary_table(report: list[dict]) -> str:
     widths = [max(5, len(name)) for name in others]
     lines = ["step  calls  dense  spatial  temporal"
              + "".join(f"  {name:>{width}}" for name, width in zip(others, widths))
-             + "  density  attention_ms"]
+             + "  density  attention_ms  saved_ms"]
     for row in rows:
         lines.append(
             f"{row['step']:>4}  {row['calls']:>5}  {row['dense']:>5}  {row['spatial']:>7}  {row['temporal']:>8}"
             + "".join(f"  {row.get(name, 0):>{width}}" for name, width in zip(others, widths))
             + f"  {row['density']:>7.3f}  {1000 * row['seconds']:>12.1f}"
+            + f"  {1000 * row['saved_seconds']:>8.1f}"
         )
     return "\n".join(lines)
+
+
+def _family(choice: str) -> str:
+    """A choice's mask family: "spatial@0.05" -> "spatial", "sta:3x3x3" -> "sta"."""
+    return choice.split("@")[0].split(":")[0]
+
+
+def _grids(records, steps):
+    """Per panel row (a step, or "mean" over all): (title, layers, density, error,
+    family) arrays [layer, head], heads averaged over batch entries."""
+    import numpy as np
+
+    layers = list(dict.fromkeys((r.get("transformer", ""), r.get("layer", 0)) for r in records))
+    heads = 1 + max((h["head"] for r in records for h in r["heads"]), default=0)
+    families = sorted({_family(h["choice"]) for r in records for h in r["heads"]})
+    out = []
+    for step in steps:
+        chosen = [r for r in records if step == "mean" or r["step"] == step]
+        sums = np.zeros((3, len(layers), heads))
+        counts = np.zeros((len(layers), heads))
+        votes = np.zeros((len(families), len(layers), heads))
+        for r in chosen:
+            row = layers.index((r.get("transformer", ""), r.get("layer", 0)))
+            for h in r["heads"]:
+                counts[row, h["head"]] += 1
+                sums[0, row, h["head"]] += h["density"]
+                error = h.get("error")
+                sums[1, row, h["head"]] += np.nan if error is None else error
+                votes[families.index(_family(h["choice"])), row, h["head"]] += 1
+        with np.errstate(invalid="ignore", divide="ignore"):
+            density, error = sums[0] / counts, sums[1] / counts
+        family = np.where(counts > 0, votes.argmax(axis=0), -1)
+        out.append((f"step {step}" if step != "mean" else "mean over steps", layers, density, error,
+                    family))
+    return out, families
+
+
+def plot(report: list[dict], path, steps=None) -> dict:
+    """A picture of what every head chose: per requested step (``steps``: a list of
+    step numbers; None: one row averaged over every step) three panels of layer x
+    head: the density each head ran with, its mask family (the choice without its
+    density, e.g. "spatial" for "spatial@0.05"), and its sampled error against dense
+    (blank where not routed). Writes a PNG to ``path``; needs matplotlib
+    (``pip install 'tilesplash[plot]'``). Returns {"path", "panels", "steps"}."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.colors import ListedColormap
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ImportError("tilesplash.diffusers.plot needs matplotlib: pip install matplotlib "
+                          "(or tilesplash[plot])") from None
+    records = list(report)
+    if not records:
+        raise ValueError("report: empty (run the pipeline with tilesplash enabled first)")
+    known = sorted({r["step"] for r in records})
+    if steps is None:
+        steps = ["mean"]
+    else:
+        steps = list(steps)
+        missing = [s for s in steps if s not in known]
+        if not steps or missing:
+            raise ValueError(f"steps: expected steps of the report {known}, got {steps}")
+    grids, families = _grids(records, steps)
+    figure = Figure(figsize=(13, 0.6 + 3.2 * len(grids)), dpi=80)
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(len(grids), 3, squeeze=False)
+    palette = ListedColormap(["#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee", "#aa3377",
+                              "#bbbbbb"][:max(1, len(families))])
+    for row, (title, layers, density, error, family) in enumerate(grids):
+        ax = axes[row]
+        image = ax[0].imshow(density, aspect="auto", vmin=0, vmax=1, cmap="viridis")
+        figure.colorbar(image, ax=ax[0], label="density")
+        import numpy as np
+
+        shown = np.ma.masked_less(family, 0)
+        image = ax[1].imshow(shown, aspect="auto", cmap=palette, vmin=-0.5,
+                             vmax=len(families) - 0.5, interpolation="nearest")
+        bar = figure.colorbar(image, ax=ax[1], ticks=range(len(families)))
+        bar.ax.set_yticklabels(families)
+        image = ax[2].imshow(error, aspect="auto", cmap="magma")
+        figure.colorbar(image, ax=ax[2], label="sampled error")
+        for a, name in zip(ax, ("density", "family", "sampled error")):
+            a.set_title(f"{title}: {name}", fontsize=9)
+            a.set_xlabel("head")
+            a.set_ylabel("layer")
+    figure.tight_layout()
+    figure.savefig(path, format="png")
+    return {"path": path, "panels": 3 * len(grids), "steps": steps}

@@ -5,9 +5,11 @@ tilesplash.VideoAttention built with the same options (the CPU front door is
 only asked questions here, it runs nothing), so a JAX pipeline routes exactly
 as tilesplash does: for every head, the sampled rows' exact attention under
 the dense mask and under each candidate (scale 1/sqrt(d) by default), the MSE
-of each against dense (mean over rows and channels), and the candidate of
-smallest MSE among those within density_budget (all when None; the least
-dense one when none is), the first on a tie. Memory: the scores of one head's
+of each against dense (mean over rows and channels) and the dense rows' mean
+square, computed on the device; the choice is the library's rule (routing.h
+decide_route, through _core.decide_routes), run on the host by
+jax.pure_callback on the small [heads, candidates] table, so jit and scan
+trace it and no rule is written here. Memory: the scores of one head's
 sampled rows at a time, [samples, N], never N x N.
 """
 
@@ -39,9 +41,10 @@ class Routing:
     the sampled query rows.
     """
 
-    def __init__(self, index, mse, candidates, orders, rows, geometry):
+    def __init__(self, index, mse, candidates, orders, rows, geometry, target_met=None):
         self.index = index
         self.mse = mse
+        self.target_met = target_met  # bool [heads]: an error target met (None: no target)
         self.candidates = tuple(candidates)
         self._orders = tuple(orders)
         self.rows = rows
@@ -90,7 +93,7 @@ def _permutation(spec: str):
 class Router:
     """The router of one tilesplash.VideoAttention's options (candidates, rows)."""
 
-    def __init__(self, front: VideoAttention, density_budget=None, scale=None):
+    def __init__(self, front: VideoAttention, density_budget=None, scale=None, error=None):
         candidates = front.candidates
         if not candidates:
             raise ValueError(f"method: {front.method!r} does not route (svg2 runs each head's own "
@@ -101,8 +104,8 @@ class Router:
         self.masks = tuple(front.mask(name) for name in self.names)
         self.orders = tuple(front.candidate_run(name)["order_name"] for name in self.names)
         self.scale = scale
-        self._within = _within_budget(densities, density_budget)
-        self._least_dense = int(np.argmin(densities))
+        self._policy = ([float(d) for d in densities], density_budget, error)
+        self.error = error
 
     def samples(self, layer: int = 0, step: int = 0, device=None) -> Samples:
         """The host's part, which depends only on (seed, layer, step): the sampled
@@ -117,23 +120,30 @@ class Router:
     def decide(self, q, k, v, samples: Samples):
         """The device's part, traceable (jit, scan): (index int32 [heads], mse
         float32 [heads, candidates]) for q, k, v [heads, N, d]."""
+        index, _, mse = self.decide_all(q, k, v, samples)
+        return index, mse
+
+    def decide_all(self, q, k, v, samples: Samples):
+        """decide() and whether the error target was met: (index int32 [heads],
+        target met bool [heads], mse float32 [heads, candidates])."""
         check_heads(q, k, v, self.front.geometry.tokens)
         scale = self.scale if self.scale is not None else 1.0 / math.sqrt(q.shape[-1])
-        mse = _sampled_mse(q, k, v, samples.rows, samples.keep, n=self.front.geometry.tokens,
-                           scale=float(scale))
-        if self._within.any():
-            index = jnp.argmin(jnp.where(jnp.asarray(self._within), mse, jnp.inf), axis=1)
-        else:
-            index = jnp.full((q.shape[0],), self._least_dense)
-        return index.astype(jnp.int32), mse
+        mse, power = _sampled_mse(q, k, v, samples.rows, samples.keep,
+                                  n=self.front.geometry.tokens, scale=float(scale))
+        heads = q.shape[0]
+        index, met = jax.pure_callback(
+            partial(_host_decide, self._policy),
+            (jax.ShapeDtypeStruct((heads,), jnp.int32), jax.ShapeDtypeStruct((heads,), jnp.bool_)),
+            mse, power, vmap_method="sequential")
+        return index, met, mse
 
     def __call__(self, q, k, v, layer: int = 0, step: int = 0) -> Routing:
         check_heads(q, k, v, self.front.geometry.tokens)
         check_finite(q, k, v)
         samples = self.samples(layer, step, device_of(q))
-        index, mse = self.decide(q, k, v, samples)
+        index, met, mse = self.decide_all(q, k, v, samples)
         return Routing(index, mse, self.names, self.orders, samples.host_rows,
-                       self.front.geometry)
+                       self.front.geometry, None if self.error is None else met)
 
 
 class Samples(NamedTuple):
@@ -168,11 +178,13 @@ def check_finite(q, k, v) -> None:
             raise ValueError(f"{name}: NaN or Inf in the input; expected finite values")
 
 
-def _within_budget(densities: np.ndarray, budget) -> np.ndarray:
-    # Densities are exact ratios; the tolerance only absorbs their rounding.
-    if budget is None:
-        return np.ones(len(densities), bool)
-    return densities <= budget * (1.0 + 1e-12)
+def _host_decide(policy, mse, power):
+    """The library's rule on the host (pure_callback): (index int32, met bool) per head."""
+    densities, budget, error = policy
+    index, met, _ = _core.decide_routes(np.ascontiguousarray(mse, np.float64),
+                                        np.ascontiguousarray(power, np.float64), densities,
+                                        budget, error)
+    return np.asarray(index, np.int32), np.asarray(met, np.bool_)
 
 
 def device_of(x):
@@ -199,7 +211,7 @@ def _sampled_mse(q, k, v, rows, packed, *, n, scale):
         def candidate(kc):
             return jnp.mean(jnp.square(_masked_attention(s, kc, vf) - dense))
 
-        return jax.lax.map(candidate, keep)
+        return jax.lax.map(candidate, keep), jnp.mean(jnp.square(dense))
 
     return jax.lax.map(head, (q, k, v))
 
@@ -220,23 +232,27 @@ def _masked_attention(s, keep, v):
 
 @lru_cache(maxsize=16)
 def router_for(geometry_spec: str, method: str, density: float, band, sink: bool,
-               text_full: bool, density_budget, samples: int, seed: int, scale) -> Router:
+               text_full: bool, density_budget, samples: int, seed: int, scale, error=None,
+               densities=None) -> Router:
     geometry = _core.VideoGeometry.parse(geometry_spec)
     front = VideoAttention(geometry, method=method, density=density, band=band, sink=sink,
                            text_full=text_full, density_budget=density_budget, samples=samples,
-                           seed=seed, threads=1)
-    return Router(front, density_budget, scale)
+                           seed=seed, threads=1, error=error, densities=densities)
+    return Router(front, density_budget, scale, front.error)
 
 
 def route(q, k, v, geometry, *, method="svg", density=0.25, band=None, sink=False,
           text_full=True, density_budget=None, samples=64, seed=0, layer=0, step=0,
-          scale=None) -> Routing:
+          scale=None, error=None, densities=None) -> Routing:
     """Sparse VideoGen's routing of every head of q, k, v ([heads, N, d] jax
     arrays in the original frame-major order, N = geometry.tokens), computed
     with jax.numpy on their device; the options mean what they mean for
     tilesplash.VideoAttention, and the same (seed, layer, step) sample the
     same rows, so the choices are the ones tilesplash makes. Returns a
     Routing (per-head choices, MSEs, the permutation of token-major heads).
+    error / densities: an error target and its density ladder, as for
+    tilesplash.VideoAttention (Routing.target_met then says per head whether
+    a candidate met it).
     """
     if not isinstance(geometry, _core.VideoGeometry):
         raise TypeError(f"geometry: expected a tilesplash.VideoGeometry, got "
@@ -244,5 +260,6 @@ def route(q, k, v, geometry, *, method="svg", density=0.25, band=None, sink=Fals
     if scale is not None:
         scale = float(scale)
     router = router_for(str(geometry), method, density, band, sink, text_full, density_budget,
-                        samples, seed, scale)
+                        samples, seed, scale, error,
+                        None if densities is None else tuple(densities))
     return router(q, k, v, layer, step)

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental.pallas.ops.tpu.splash_attention.splash_attention_mask_info import MaskInfo
 
+from .. import _core
 from .._mask import Mask
 from .._methods import method_flag
 from .._tensors import check_bool, check_int
@@ -60,11 +61,13 @@ class VideoSplashAttention:
 
     def __init__(self, geometry, *, method="svg", density=0.25, band=None, sink=False,
                  text_full=True, density_budget=None, dense_layers=0, dense_steps=0, samples=64,
-                 seed=0, force=None, block_q=512, block_kv=512, scale=None, interpret=False):
+                 seed=0, force=None, block_q=512, block_kv=512, scale=None, interpret=False,
+                 error=None, densities=None):
         self.front = VideoAttention(geometry, method=method, density=density, band=band,
                                     sink=sink, text_full=text_full, density_budget=density_budget,
                                     dense_layers=dense_layers, dense_steps=dense_steps,
-                                    samples=samples, seed=seed, force=force, threads=1)
+                                    samples=samples, seed=seed, force=force, threads=1,
+                                    error=error, densities=densities)
         if method_flag(method, "data_driven"):
             raise ValueError(f"method: {method!r} clusters every head itself; run its per-head masks "
                              "with tilesplash.jax.splash_attention (docs/jax.md)")
@@ -75,7 +78,7 @@ class VideoSplashAttention:
         self.interpret = check_bool(interpret, "interpret")
         self.dense_layers, self.dense_steps = dense_layers, dense_steps
         self.force = force
-        self.router = Router(self.front, density_budget, self.scale)
+        self.router = Router(self.front, density_budget, self.scale, self.front.error)
         self._runs = [self.front.candidate_run(name) for name in self.router.names]
         if any(run["kv_order"] is not None for run in self._runs):
             raise ValueError(f"method: {method!r} has candidates with their own key order, "
@@ -95,7 +98,8 @@ class VideoSplashAttention:
         warm-up (dense) and forced calls."""
         layer = check_int(layer, "layer", 0)
         step = check_int(step, "step", 0)
-        if self.force == "dense" or layer < self.dense_layers or step < self.dense_steps:
+        if self.force == "dense" or _core.warmup_is_dense(self.dense_layers, self.dense_steps,
+                                                          layer, step):
             return self.attend(q, k, v, None)[0], None
         if self.force is not None:
             # Committed to q's device like a router's index, so it hits the same compiled call.

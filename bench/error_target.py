@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Error target against one density, same run: `tilesplash route` on the band workload.
+
+The workload is planted_band_options (tilesplash/workload.h): heads whose
+attention sits in a band of 3% to 40% of the keys, spatial and temporal
+alternating. Three routed runs of the same heads on the CPU kernel:
+
+  1. density 0.25, two candidates (Sparse VideoGen's spatial and temporal
+     pair): the reference layer time, mean sampled error and routing time;
+  2. --error E, the default 5-step ladder (10 candidates), with E chosen so
+     that the mean sampled error over the heads equals run 1's: a probe run
+     at E = run 1's mean error gives every head's sampled error of every
+     rung, and the library's own rule (_core.decide_routes) finds offline the
+     largest E whose choices keep the mean at run 1's; then the timed run:
+     mean density, layer time, routing time;
+  3. run 1 again, last, so that a change of load shows as a change of
+     run 1's time (printed as "drift").
+
+Printed: mean density of 2 over 1 (goal <= 0.5), layer speed-up 1 / 2 (goal
+>= 1.6), routing time 2 / 1 (goal <= 1.5) and routing's share of run 2's
+layer (goal <= 0.10). Times are the CLI's medians of --repeats runs after a
+warm-up run. The machine must be quiet (docs/kernel.md):
+
+    PYTHONPATH=build/python python bench/error_target.py   # 720p (Wan 2.1 14B), 8 heads
+    python bench/error_target.py --heads 4 --preset wan2.1-1.3b-480p
+    python bench/error_target.py --geometry frames=8,height=16,width=16 --heads 8  # a quick check
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+
+def route(cli, shape, heads, threads, repeats, extra):
+    command = [cli, "route", *shape, "--bands", "--heads", str(heads), "--repeats", str(repeats),
+               "--json", *extra]
+    if threads:
+        command += ["--threads", str(threads)]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{result.stderr}")
+    return json.loads(result.stdout)
+
+
+def calibrate(probe, goal):
+    """The largest error target whose choices (the library's rule on the probe's
+    sampled MSEs) keep the mean sampled error over the heads <= goal."""
+    import numpy as np
+
+    from tilesplash import _core
+
+    heads = [h for h in probe["heads"] if h["routed"] and h["error"]]
+    names = list(heads[0]["mse"])
+    mse = np.array([[h["mse"][n] for n in names] for h in heads], np.float64)
+    power = np.array([h["mse"][h["choice"]] / h["error"] ** 2 for h in heads], np.float64)
+    densities = [float(n.split("@")[1]) for n in names]
+
+    def mean_error(e):
+        index, _, errors = _core.decide_routes(mse, power, densities, None, e)
+        return float(np.mean([errors[i][c] for i, c in enumerate(index)]))
+
+    lo, hi = goal, goal
+    while mean_error(hi * 2) <= goal and hi < 1e3 * goal:
+        hi *= 2
+    hi *= 2
+    for _ in range(40):
+        mid = (lo * hi) ** 0.5
+        lo, hi = (mid, hi) if mean_error(mid) <= goal else (lo, mid)
+    return lo
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cli", default=os.environ.get("TILESPLASH_CLI",
+                                                        "build/tools/tilesplash/tilesplash"))
+    parser.add_argument("--preset", default="wan2.1-14b-720p")
+    parser.add_argument("--geometry", default=None, help="instead of --preset")
+    parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=0, help="0: every core")
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--densities", default=None, help="the ladder, e.g. 0.05,0.1,0.15,0.25,0.4")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    shape = ["--geometry", args.geometry] if args.geometry else ["--preset", args.preset]
+    run = lambda extra: route(args.cli, shape, args.heads, args.threads, args.repeats, extra)  # noqa: E731
+
+    fixed = run(["--density", "0.25"])
+    ladder = ["--densities", args.densities] if args.densities else []
+    probe = run(["--error", repr(fixed["mean_error"]), *ladder])
+    target = calibrate(probe, fixed["mean_error"])
+    adaptive = run(["--error", repr(target), *ladder])
+    again = run(["--density", "0.25"])
+    result = {
+        "geometry": fixed["geometry"], "heads": args.heads, "error_target": target,
+        "density_0.25": {k: fixed[k] for k in ("mean_density", "mean_error", "sparse_ms",
+                                               "routing_ms", "layer_ms")},
+        "error_target_run": {k: adaptive[k] for k in ("mean_density", "mean_error", "sparse_ms",
+                                                      "routing_ms", "layer_ms", "target_missed")},
+        "density_ratio": adaptive["mean_density"] / fixed["mean_density"],
+        "layer_speedup": fixed["sparse_ms"] / adaptive["sparse_ms"],
+        "routing_ratio": adaptive["routing_ms"] / fixed["routing_ms"],
+        "routing_share": adaptive["routing_ms"] / adaptive["layer_ms"],
+        "drift": again["sparse_ms"] / fixed["sparse_ms"],
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"{result['geometry']}, {args.heads} band heads; error target {target:.4f}, whose mean "
+          f"sampled error matches density 0.25's ({fixed['mean_error']:.4f})")
+    for name, r in (("density 0.25", result["density_0.25"]),
+                    ("error target", result["error_target_run"])):
+        print(f"  {name:<13} mean density {r['mean_density']:.3f}  mean error "
+              f"{r['mean_error']:.4f}  sparse {r['sparse_ms']:.1f} ms  routing "
+              f"{r['routing_ms']:.1f} ms  layer {r['layer_ms']:.1f} ms")
+    print(f"  density ratio {result['density_ratio']:.3f} (goal <= 0.5)   layer speed-up "
+          f"{result['layer_speedup']:.2f}x (goal >= 1.6)")
+    print(f"  routing {result['routing_ratio']:.2f}x the two-candidate router's (goal <= 1.5), "
+          f"{100 * result['routing_share']:.1f}% of the layer (goal <= 10%)   drift "
+          f"{result['drift']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
