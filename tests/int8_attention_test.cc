@@ -83,22 +83,37 @@ TEST(Int8Quantizer, MeanAndScalesMatchTheReference) {
     kernel::int8::finish_mean(sums.data(), 4, 24, k.len(), mean.data());
     for (std::int64_t c = 0; c < 24; ++c) EXPECT_EQ(mean[c], want.mean[c]) << c;
 
-    // Q's mean and the migration factors (K's channels spread up to 130x).
-    std::vector<double> q_sums(24, 0.0);
+    // Q's mean and the channels' ranges (K's spread up to 130x), from the
+    // same single pass the path makes, and the migration factors.
+    std::vector<double> q_sums(24, 0.0), k_sums(4 * 24, 0.0);
+    std::vector<float> q_lo(24, INFINITY), q_hi(24, -INFINITY);
+    std::vector<float> k_lo(4 * 24, INFINITY), k_hi(4 * 24, -INFINITY);
     for (std::int64_t i = 0; i < q.len(); ++i) {
       for (std::int64_t c = 0; c < 24; ++c) row[c] = q.get(0, i, c);
-      kernel::int8::add_row(row.data(), 24, q_sums.data());
-    }
-    std::vector<float> mean_q(24);
-    kernel::int8::finish_mean(q_sums.data(), 1, 24, q.len(), mean_q.data());
-    std::vector<float> q_amax(24, 0.0f), k_amax(24, 0.0f);
-    for (std::int64_t i = 0; i < q.len(); ++i) {
-      for (std::int64_t c = 0; c < 24; ++c) row[c] = q.get(0, i, c);
-      kernel::int8::channel_amax(row.data(), mean_q.data(), 24, q_amax.data());
+      kernel::int8::add_row_range(row.data(), 24, q_sums.data(), q_lo.data(), q_hi.data());
     }
     for (std::int64_t key = 0; key < k.len(); ++key) {
       for (std::int64_t c = 0; c < 24; ++c) row[c] = k.get(0, key, c);
-      kernel::int8::channel_amax(row.data(), mean.data(), 24, k_amax.data());
+      const std::int64_t at = key / 64 * 24;
+      kernel::int8::add_row_range(row.data(), 24, k_sums.data() + at, k_lo.data() + at,
+                                  k_hi.data() + at);
+    }
+    EXPECT_EQ(k_sums, sums);
+    std::vector<float> mean_q(24);
+    kernel::int8::finish_mean(q_sums.data(), 1, 24, q.len(), mean_q.data());
+    std::vector<float> q_amax(24), k_amax(24);
+    kernel::int8::finish_amax(q_lo.data(), q_hi.data(), 1, mean_q.data(), 24, q_amax.data());
+    kernel::int8::finish_amax(k_lo.data(), k_hi.data(), 4, mean.data(), 24, k_amax.data());
+    for (std::int64_t c = 0; c < 24; ++c) {  // exactly the largest |x - mean|
+      float want_q = 0.0f, want_k = 0.0f;
+      for (std::int64_t i = 0; i < q.len(); ++i) {
+        want_q = std::max(want_q, std::fabs(q.get(0, i, c) - mean_q[c]));
+      }
+      for (std::int64_t key = 0; key < k.len(); ++key) {
+        want_k = std::max(want_k, std::fabs(k.get(0, key, c) - mean[c]));
+      }
+      EXPECT_EQ(q_amax[c], want_q) << c;
+      EXPECT_EQ(k_amax[c], want_k) << c;
     }
     int migrated = 0;
     for (std::int64_t c = 0; c < 24; ++c) {

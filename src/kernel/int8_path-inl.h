@@ -22,12 +22,15 @@
 //
 // Layouts, per head:
 //  K panel: [d/4][kPanel] quads (four channels of one key per 32-bit lane),
-//           then kPanel int32 corrections, kPanel f32 scales, kPanel f32 biases, kPanel f32 |k|_1
-//           and one row whose first lane is the panel's index (head of the group * panels + panel)
-//           in the f32 copy, so that any kPanel of a target reads them as vectors.
-//  Q row:   the row in f32 (for a fallback tile), d/4 quads (u8), its f32
-//           scale, |q8 * scale|_1, then q . mu_k as a double (two elements):
-//           the LSE adds back what K's smoothing took from every score.
+//           then kPanel int32 corrections, kPanel f32 scales, kPanel f32
+//           biases, kPanel f32 bounds on |k|_1 and one row whose first lane
+//           is the panel's index (head of the group * panels + panel) in the
+//           f32 copy, so that any kPanel of a target reads them as vectors.
+//  Q row:   d/4 quads (u8), its f32 scale, |q8 * scale|_1, q . mu_k as a
+//           double (two elements: the LSE adds back what K's smoothing took
+//           from every score), and head * q_len + row as an int64 (two
+//           elements: a fallback tile reads the f32 row from Q again, which
+//           keeps the rows the int8 tiles read compact).
 
 // A tile whose score error bound (natural-log units of the softmax) passes
 // this runs in f32. Measured (docs/kernel.md): Gaussian Q and K scaled up
@@ -62,18 +65,23 @@ struct Int8QkPath {
   static std::int64_t v_head_elems(std::int64_t keys, std::int64_t dvp) {
     return PvPath::v_head_elems(keys, dvp);
   }
-  static std::int64_t q_row_elems(std::int64_t d) { return d + d / 4 + 4; }
+  static std::int64_t q_row_elems(std::int64_t d) { return d / 4 + 6; }
   static std::int64_t prob_row_elems(std::int64_t keys) { return PvPath::prob_row_elems(keys); }
 
   // Key `j` of a panel: its int8 channels, the offset correction, its scale,
-  // bias and |k|_1; `id` is the panel's index in the f32 copy.
+  // bias and a bound on |k|_1, scale * (sum |k8| + d / 2); `id` is the
+  // panel's index in the f32 copy.
   static void store_key(const std::int8_t* k8, std::int64_t d, std::int64_t j, float scale,
-                        float bias, float l1, std::uint32_t id, std::uint32_t* panel) {
-    std::int32_t sum = 0;
+                        float bias, std::uint32_t id, std::uint32_t* panel) {
+    std::int32_t sum = 0, levels = 0;
     for (std::int64_t c = 0; c < d / 4; ++c) {
       panel[c * kPanel + j] = pack_quad(k8 + 4 * c, 0);
-      for (int b = 0; b < 4; ++b) sum += k8[4 * c + b];
+      for (int b = 0; b < 4; ++b) {
+        sum += k8[4 * c + b];
+        levels += k8[4 * c + b] < 0 ? -k8[4 * c + b] : k8[4 * c + b];
+      }
     }
+    const float l1 = scale * (static_cast<float>(levels) + 0.5f * static_cast<float>(d));
     const std::int32_t correction = kQOffset * sum;
     std::memcpy(panel + d / 4 * kPanel + j, &correction, 4);
     std::memcpy(panel + (d / 4 + 1) * kPanel + j, &scale, 4);
@@ -82,49 +90,43 @@ struct Int8QkPath {
     panel[(d / 4 + 4) * kPanel + j] = id;
   }
 
-  // A packed Q row: `x` (the f32 row, null: zeros), its int8 values and scale,
-  // and the LSE's offset.
-  static void store_q_row(const float* x, const std::int8_t* q8, std::int64_t d, float scale,
-                          double offset, std::uint32_t* dst) {
-    if (x != nullptr) {
-      std::memcpy(dst, x, static_cast<std::size_t>(d) * 4);
-    } else {
-      std::fill(dst, dst + d, 0u);
-    }
+  // A packed Q row: its int8 values and scale, the LSE's offset, and where
+  // the row is in Q (head * q_len + row).
+  static void store_q_row(const std::int8_t* q8, std::int64_t d, float scale, double offset,
+                          std::int64_t at, std::uint32_t* dst) {
     std::int32_t levels = 0;
     for (std::int64_t c = 0; c < d; ++c) levels += q8[c] < 0 ? -q8[c] : q8[c];
     const float l1 = static_cast<float>(levels) * scale;
-    std::uint32_t* tail = dst + d;
-    for (std::int64_t c = 0; c < d / 4; ++c) tail[c] = pack_quad(q8 + 4 * c, kQOffset);
-    std::memcpy(tail + d / 4, &scale, 4);
-    std::memcpy(tail + d / 4 + 1, &l1, 4);
-    std::memcpy(tail + d / 4 + 2, &offset, 8);
+    for (std::int64_t c = 0; c < d / 4; ++c) dst[c] = pack_quad(q8 + 4 * c, kQOffset);
+    std::memcpy(dst + d / 4, &scale, 4);
+    std::memcpy(dst + d / 4 + 1, &l1, 4);
+    std::memcpy(dst + d / 4 + 2, &offset, 8);
+    std::memcpy(dst + d / 4 + 4, &at, 8);
   }
 
   // What K's smoothing subtracted from every score of a packed Q row: q . mu_k.
   static double score_offset(const std::uint32_t* q_row, std::int64_t d) {
     double offset;
-    std::memcpy(&offset, q_row + d + d / 4 + 2, 8);
+    std::memcpy(&offset, q_row + d / 4 + 2, 8);
     return offset;
   }
 
   // Per group of heads, before packing (kernel/int8_quantize.h): the means of
-  // K and Q, the migration factors, and which heads need the f32 copy of K. Every pass
-  // works per block of rows on a worker of its own and the blocks' results
-  // are combined in block order, so nothing depends on the thread count.
+  // K and Q, the migration factors, and which heads need the f32 copy of K,
+  // from one pass over K and Q per block of rows, each block on a worker of
+  // its own, the blocks combined in order: nothing depends on the threads.
   void prepare_heads(const ForwardParams& p, std::int64_t head0, std::int64_t count,
                      ThreadingContext& context) {
     const std::int64_t d = p.k.dim;
     head0_ = head0;
     d_ = d;
     scale_softmax_ = p.scale;
+    q_ = p.q;
     k_blocks_ = blocks_of(p.k.len);
     q_blocks_ = blocks_of(p.q.len);
     panels_ = (p.k.len + kPanel - 1) / kPanel;
-    means(p, count, context);
-    migrations(p, count, context);
-    key_scales(p, count, context);
-    fallback_heads(p, count, context);
+    statistics(p, count, context);
+    fallback_heads(count);
   }
 
   bool pack_k_panel(const TensorView& k, std::int64_t head, std::int64_t key0, std::uint32_t* panel,
@@ -141,7 +143,7 @@ struct Int8QkPath {
       const std::int64_t key = key0 + j;
       if (key >= k.len) {
         std::fill(k8, k8 + d, std::int8_t{0});
-        store_key(k8, d, j, 0.0f, 0.0f, 0.0f, static_cast<std::uint32_t>(id), panel);
+        store_key(k8, d, j, 0.0f, 0.0f, static_cast<std::uint32_t>(id), panel);
         if (f32 != nullptr) {
           for (std::int64_t c = 0; c < d; ++c) f32[c * kPanel + j] = 0.0f;
         }
@@ -151,8 +153,7 @@ struct Int8QkPath {
       const int8::Scale s = int8::scale_for(int8::centred_amax(row, mean, mul, d));
       int8::quantize(row, mean, mul, d, s.inverse, k8);
       const auto bias = static_cast<float>(int8::centred_dot(row, mean, mean_q_.data() + h * d, d));
-      store_key(k8, d, j, s.scale, bias, int8::centred_l1(row, mean, mul, d),
-                static_cast<std::uint32_t>(id), panel);
+      store_key(k8, d, j, s.scale, bias, static_cast<std::uint32_t>(id), panel);
       if (f32 != nullptr) {
         for (std::int64_t c = 0; c < d; ++c) f32[c * kPanel + j] = row[c] - mean[c];
       }
@@ -176,7 +177,8 @@ struct Int8QkPath {
     const float* inv = inv_mul_.data() + h * d;
     const int8::Scale s = int8::scale_for(int8::centred_amax(x, mean, inv, d));
     int8::quantize(x, mean, inv, d, s.inverse, q8);
-    store_q_row(x, q8, d, s.scale, int8::dot_with_mean(x, mean_k_.data() + h * d, d), dst);
+    store_q_row(q8, d, s.scale, int8::dot_with_mean(x, mean_k_.data() + h * d, d),
+                head * q.len + row, dst);
   }
 
   // The Q-side terms of the error bound over `rows` packed rows.
@@ -185,8 +187,8 @@ struct Int8QkPath {
     Int8QBound b;
     for (std::int64_t r = 0; r < rows; ++r) {
       float scale, l1;
-      std::memcpy(&scale, q + r * q_stride + d + d / 4, 4);
-      std::memcpy(&l1, q + r * q_stride + d + d / 4 + 1, 4);
+      std::memcpy(&scale, q + r * q_stride + d / 4, 4);
+      std::memcpy(&l1, q + r * q_stride + d / 4 + 1, 4);
       b.scale = std::max(b.scale, scale);
       b.l1 = std::max(b.l1, l1);
     }
@@ -228,11 +230,10 @@ struct Int8QkPath {
   // S[r][0, kPanel) = q_scale[r] * k_scale * (Q[r] . K_panel) + bias, the sums
   // in int32, for R rows (q_stride apart); the per-lane row max folded in.
   template <int R>
-  static void qk(const std::uint32_t* __restrict q_rows, std::int64_t q_stride, std::int64_t d,
+  static void qk(const std::uint32_t* __restrict q, std::int64_t q_stride, std::int64_t d,
                  const std::uint32_t* __restrict panel, float* __restrict s, std::int64_t s_stride,
                  VF* __restrict row_max) {
     const std::int64_t quads = d / 4;
-    const std::uint32_t* q = q_rows + d;  // the quads, past the f32 row
     VI acc[R][kColVecs];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
@@ -271,12 +272,18 @@ struct Int8QkPath {
   }
 
   // The same scores in f32 (a fallback tile): Q[r] . (K_panel - mu_k) on the
-  // unquantized values, by F32Path's micro-kernel.
+  // unquantized values (the rows read from Q again), by F32Path's micro-kernel.
   template <int R>
   void qk_f32(const std::uint32_t* q_rows, std::int64_t q_stride, std::int64_t d,
               const std::uint32_t* panel, float* s, std::int64_t s_stride, VF* row_max) const {
+    float rows[R][kMaxHeadDim];
+    for (int r = 0; r < R; ++r) {
+      std::int64_t at;
+      std::memcpy(&at, q_rows + r * q_stride + d / 4 + 4, 8);
+      load_row_f32(q_, at / q_.len, at % q_.len, rows[r]);
+    }
     const std::uint32_t id = panel[(d / 4 + 4) * kPanel];
-    F32Path::template qk<R>(reinterpret_cast<const float*>(q_rows), q_stride, d,
+    F32Path::template qk<R>(rows[0], kMaxHeadDim, d,
                             f32_k_ + static_cast<std::int64_t>(id) * d * kPanel, s, s_stride,
                             row_max);
   }
@@ -304,117 +311,74 @@ struct Int8QkPath {
     return !(bound <= kF32Bound);  // NaN (unchecked data) too
   }
 
-  // Runs body(h, block, row) for every row of every block of `t`, the items
-  // (head of the group, block) spread over the workers.
-  template <typename F>
-  static void for_each_block(const ForwardParams& p, const TensorView& t, std::int64_t count,
-                             std::int64_t head0, ThreadingContext& context, F&& body) {
-    const std::int64_t blocks = blocks_of(t.len);
+  // mean_k_, mean_q_, mul_ and inv_mul_ (kernel/int8_quantize.h): per block
+  // of rows the double sums and each channel's range, one pass.
+  void statistics(const ForwardParams& p, std::int64_t count, ThreadingContext& context) {
+    const std::int64_t d = d_;
+    const std::int64_t blocks = k_blocks_ + q_blocks_;  // per head: K's, then Q's
+    const auto n = static_cast<std::size_t>(count * blocks * d);
+    std::vector<double> sums(n, 0.0);
+    std::vector<float> lo(n, std::numeric_limits<float>::infinity());
+    std::vector<float> hi(n, -std::numeric_limits<float>::infinity());
     context.run(p.threads, count * blocks, [&](std::int64_t item, int) {
       const std::int64_t h = item / blocks;
       const std::int64_t b = item % blocks;
+      const bool is_k = b < k_blocks_;
+      const TensorView& t = is_k ? p.k : p.q;
+      const std::int64_t r0 = (is_k ? b : b - k_blocks_) * int8::kKeyBlock;
       float row[kMaxHeadDim];
-      for (std::int64_t r = b * int8::kKeyBlock; r < std::min(t.len, (b + 1) * int8::kKeyBlock);
-           ++r) {
-        load_row_f32(t, head0 + h, r, row);
-        body(h, b, row);
+      for (std::int64_t r = r0; r < std::min(t.len, r0 + int8::kKeyBlock); ++r) {
+        load_row_f32(t, head0_ + h, r, row);
+        int8::add_row_range(row, d, sums.data() + item * d, lo.data() + item * d,
+                            hi.data() + item * d);
       }
     });
-  }
-
-  // mean_k_ and mean_q_: per block a double sum, the blocks added in order.
-  void means(const ForwardParams& p, std::int64_t count, ThreadingContext& context) {
-    const std::int64_t d = d_;
-    const auto mean_of = [&](const TensorView& t, std::int64_t blocks, std::vector<float>& mean) {
-      std::vector<double> sums(static_cast<std::size_t>(count * blocks * d), 0.0);
-      for_each_block(p, t, count, head0_, context, [&](std::int64_t h, std::int64_t b, float* row) {
-        int8::add_row(row, d, sums.data() + (h * blocks + b) * d);
-      });
-      mean.assign(static_cast<std::size_t>(count * d), 0.0f);
-      for (std::int64_t h = 0; h < count; ++h) {
-        int8::finish_mean(sums.data() + h * blocks * d, blocks, d, t.len, mean.data() + h * d);
-      }
-    };
-    mean_of(p.k, k_blocks_, mean_k_);
-    mean_of(p.q, q_blocks_, mean_q_);
-  }
-
-  // mul_ (K's channels) and inv_mul_ (Q's) from the channels' ranges.
-  void migrations(const ForwardParams& p, std::int64_t count, ThreadingContext& context) {
-    const std::int64_t d = d_;
-    const auto amax_of = [&](const TensorView& t, std::int64_t blocks,
-                             const std::vector<float>& mean) {
-      std::vector<float> per_block(static_cast<std::size_t>(count * blocks * d), 0.0f);
-      for_each_block(p, t, count, head0_, context, [&](std::int64_t h, std::int64_t b, float* row) {
-        int8::channel_amax(row, mean.data() + h * d, d, per_block.data() + (h * blocks + b) * d);
-      });
-      std::vector<float> amax(static_cast<std::size_t>(count * d), 0.0f);
-      const std::vector<float> zeros(static_cast<std::size_t>(d), 0.0f);
-      for (std::int64_t h = 0; h < count; ++h) {
-        for (std::int64_t b = 0; b < blocks; ++b) {  // in block order
-          int8::channel_amax(per_block.data() + (h * blocks + b) * d, zeros.data(), d,
-                             amax.data() + h * d);
-        }
-      }
-      return amax;
-    };
-    const std::vector<float> k_amax = amax_of(p.k, k_blocks_, mean_k_);
-    const std::vector<float> q_amax = amax_of(p.q, q_blocks_, mean_q_);
-    mul_.resize(static_cast<std::size_t>(count * d));
-    inv_mul_.resize(mul_.size());
+    mean_k_.assign(static_cast<std::size_t>(count * d), 0.0f);
+    mean_q_.assign(mean_k_.size(), 0.0f);
+    k_amax_.assign(mean_k_.size(), 0.0f);
+    q_amax_.assign(mean_k_.size(), 0.0f);
+    mul_.resize(mean_k_.size());
+    inv_mul_.resize(mean_k_.size());
+    for (std::int64_t h = 0; h < count; ++h) {
+      const std::int64_t k0 = h * blocks * d, q0 = k0 + k_blocks_ * d;
+      float* mk = mean_k_.data() + h * d;
+      float* mq = mean_q_.data() + h * d;
+      int8::finish_mean(sums.data() + k0, k_blocks_, d, p.k.len, mk);
+      int8::finish_mean(sums.data() + q0, q_blocks_, d, p.q.len, mq);
+      int8::finish_amax(lo.data() + k0, hi.data() + k0, k_blocks_, mk, d, k_amax_.data() + h * d);
+      int8::finish_amax(lo.data() + q0, hi.data() + q0, q_blocks_, mq, d, q_amax_.data() + h * d);
+    }
     for (std::size_t i = 0; i < mul_.size(); ++i) {
-      mul_[i] = int8::migration(q_amax[i], k_amax[i]);
+      mul_[i] = int8::migration(q_amax_[i], k_amax_[i]);
       inv_mul_[i] = 1.0f / mul_[i];  // a power of two: exact
     }
   }
 
-  // The largest key scale and |k|_1 of every block of keys (for the heads'
-  // bounds; pack_k_panel computes each key's own again).
-  void key_scales(const ForwardParams& p, std::int64_t count, ThreadingContext& context) {
+  // needs_f32_: whether any tile of a head can pass the bound, from the
+  // channels' ranges (every key's scale is at most max_c k_amax_c * m_c / 127
+  // and its |k|_1 at most sum_c k_amax_c * m_c; Q's likewise, its |q8 *
+  // q_scale|_1 at most that sum plus d * q_scale / 2); and the f32 copy of
+  // K for those heads.
+  void fallback_heads(std::int64_t count) {
     const std::int64_t d = d_;
-    const auto n = static_cast<std::size_t>(count * k_blocks_);
-    k_scale_.assign(n, 0.0f);
-    k_l1_.assign(n, 0.0f);
-    for_each_block(p, p.k, count, head0_, context, [&](std::int64_t h, std::int64_t b, float* row) {
-      const std::size_t i = static_cast<std::size_t>(h * k_blocks_ + b);
-      const float* mean = mean_k_.data() + h * d;
-      const float* mul = mul_.data() + h * d;
-      const float s = int8::scale_for(int8::centred_amax(row, mean, mul, d)).scale;
-      k_scale_[i] = std::max(k_scale_[i], s);
-      k_l1_[i] = std::max(k_l1_[i], int8::centred_l1(row, mean, mul, d));
-    });
-  }
-
-  // needs_f32_: whether any tile of a head can pass the bound (Q's L1 terms
-  // bounded from above by |x|_1 + d * q_scale / 2), and the f32 copy of K
-  // for those heads.
-  void fallback_heads(const ForwardParams& p, std::int64_t count, ThreadingContext& context) {
-    const std::int64_t d = d_;
-    const auto n = static_cast<std::size_t>(count * q_blocks_);
-    std::vector<float> q_scale(n, 0.0f), q_l1(n, 0.0f);
-    for_each_block(p, p.q, count, head0_, context, [&](std::int64_t h, std::int64_t b, float* row) {
-      const std::size_t i = static_cast<std::size_t>(h * q_blocks_ + b);
-      const float* mean = mean_q_.data() + h * d;
-      const float* inv = inv_mul_.data() + h * d;
-      const float s = int8::scale_for(int8::centred_amax(row, mean, inv, d)).scale;
-      q_scale[i] = std::max(q_scale[i], s);
-      q_l1[i] = std::max(
-          q_l1[i], int8::centred_l1(row, mean, inv, d) * 1.001f + 0.5f * static_cast<float>(d) * s);
-    });
     needs_f32_.assign(static_cast<std::size_t>(count), false);
     bool any = false;
     for (std::int64_t h = 0; h < count; ++h) {
-      float qs = 0.0f, ql = 0.0f, ks = 0.0f, kl = 0.0f;
-      for (std::int64_t b = 0; b < q_blocks_; ++b) {
-        qs = std::max(qs, q_scale[static_cast<std::size_t>(h * q_blocks_ + b)]);
-        ql = std::max(ql, q_l1[static_cast<std::size_t>(h * q_blocks_ + b)]);
+      double k_max = 0.0, k_sum = 0.0, q_max = 0.0, q_sum = 0.0;
+      for (std::int64_t c = 0; c < d; ++c) {
+        const std::size_t i = static_cast<std::size_t>(h * d + c);
+        const double k = static_cast<double>(k_amax_[i]) * mul_[i];
+        const double q = static_cast<double>(q_amax_[i]) * inv_mul_[i];
+        k_max = std::max(k_max, k);
+        k_sum += k;
+        q_max = std::max(q_max, q);
+        q_sum += q;
       }
-      for (std::int64_t b = 0; b < k_blocks_; ++b) {
-        ks = std::max(ks, k_scale_[static_cast<std::size_t>(h * k_blocks_ + b)]);
-        kl = std::max(kl, k_l1_[static_cast<std::size_t>(h * k_blocks_ + b)]);
-      }
-      // A little margin: the tiles' own terms are rounded differently.
-      const bool needs = exceeds_bound(qs * 1.001f, kl * 1.001f, ks * 1.001f, ql);
+      const double q_scale = q_max / int8::kLevels, k_scale = k_max / int8::kLevels;
+      const double bound = static_cast<double>(scale_softmax_) *
+                           (0.5 * q_scale * k_sum + 0.5 * k_scale * (q_sum + 0.5 * d * q_scale));
+      // A little margin: the tiles' terms are summed in float.
+      const bool needs = !(bound * 1.01 <= kF32Bound);
       needs_f32_[static_cast<std::size_t>(h)] = needs;
       any = any || needs;
     }
@@ -424,11 +388,11 @@ struct Int8QkPath {
 
   std::int64_t head0_ = 0, d_ = 0;
   float scale_softmax_ = 1.0f;
+  TensorView q_;  // the call's Q, for the f32 rows of fallback tiles
   std::int64_t k_blocks_ = 0, q_blocks_ = 0, panels_ = 0;
   std::vector<float> mean_k_, mean_q_;  // [head of the group][d]
+  std::vector<float> k_amax_, q_amax_;  // [head of the group][d]: max |x - mean|
   std::vector<float> mul_, inv_mul_;    // [head of the group][d]: K's and Q's migration
-  std::vector<float> k_scale_;          // [head of the group][key block]: the largest scale
-  std::vector<float> k_l1_;             // the same, the largest |k|_1
   std::vector<bool> needs_f32_;         // [head of the group]
   runtime::AlignedBuffer f32_buffer_;
   float* f32_k_ = nullptr;  // [head of the group][panel][d][kPanel] of k - mu_k, or null
@@ -447,11 +411,11 @@ inline void int8_dot(const std::int8_t* q, std::int64_t rows, const std::int8_t*
   std::vector<std::uint32_t> packed_q(static_cast<std::size_t>(rows * q_stride));
   std::vector<std::int8_t> zeros(static_cast<std::size_t>(d), 0);
   for (std::int64_t key = 0; key < panels * kPanel; ++key) {
-    Path::store_key(key < keys ? k + key * d : zeros.data(), d, key % kPanel, 1.0f, 0.0f, 0.0f, 0,
+    Path::store_key(key < keys ? k + key * d : zeros.data(), d, key % kPanel, 1.0f, 0.0f, 0,
                     packed_k.data() + key / kPanel * Path::k_panel_elems(d));
   }
   for (std::int64_t r = 0; r < rows; ++r) {
-    Path::store_q_row(nullptr, q + r * d, d, 1.0f, 0.0, packed_q.data() + r * q_stride);
+    Path::store_q_row(q + r * d, d, 1.0f, 0.0, r, packed_q.data() + r * q_stride);
   }
   std::vector<float> scores(static_cast<std::size_t>(kRows * kPanel));
   for (std::int64_t r0 = 0; r0 < rows; r0 += kRows) {

@@ -26,10 +26,28 @@ void finish_mean(const double* block_sums, std::int64_t blocks, std::int64_t d, 
   }
 }
 
-void channel_amax(const float* x, const float* mean, std::int64_t d, float* amax) {
+void add_row_range(const float* row, std::int64_t d, double* sums, float* lo, float* hi) {
   for (std::int64_t c = 0; c < d; ++c) {
-    const float v = std::fabs(x[c] - mean[c]);
-    if (!(v <= amax[c])) amax[c] = v;  // NaN wins and stays
+    sums[c] += static_cast<double>(row[c]);
+    if (!(row[c] >= lo[c]) && !std::isnan(lo[c])) lo[c] = row[c];  // NaN wins and stays
+    if (!(row[c] <= hi[c]) && !std::isnan(hi[c])) hi[c] = row[c];
+  }
+}
+
+void finish_amax(const float* block_lo, const float* block_hi, std::int64_t blocks,
+                 const float* mean, std::int64_t d, float* amax) {
+  for (std::int64_t c = 0; c < d; ++c) {
+    float a = 0.0f;
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      const float lo = block_lo[b * d + c], hi = block_hi[b * d + c];
+      if (!(lo <= hi)) {  // an empty block (no rows), or a NaN
+        if (std::isnan(lo) || std::isnan(hi)) a = NAN;
+        continue;
+      }
+      const float v = std::max(hi - mean[c], mean[c] - lo);
+      if (!(v <= a) && !std::isnan(a)) a = v;
+    }
+    amax[c] = a;
   }
 }
 
@@ -50,12 +68,6 @@ float centred_amax(const float* x, const float* mean, const float* mul, std::int
     if (!(v <= amax)) amax = v;  // NaN wins and stays
   }
   return amax;
-}
-
-float centred_l1(const float* x, const float* mean, const float* mul, std::int64_t d) {
-  float sum = 0.0f;
-  for (std::int64_t c = 0; c < d; ++c) sum += std::fabs(centred(x, mean, mul, c));
-  return sum;
 }
 
 Scale scale_for(float amax) {

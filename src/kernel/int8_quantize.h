@@ -41,18 +41,19 @@ void add_row(const float* row, std::int64_t d, double* sums);
 // mean[c] = float((block_sums[0][c] + block_sums[1][c] + ...) / len), blocks in order.
 void finish_mean(const double* block_sums, std::int64_t blocks, std::int64_t d, std::int64_t len,
                  float* mean);
-// amax[c] = max(amax[c], |x[c] - mean[c]|); a NaN wins and stays.
-void channel_amax(const float* x, const float* mean, std::int64_t d, float* amax);
+// add_row, and lo[c] / hi[c] lowered / raised to row[c] (a NaN wins and stays).
+void add_row_range(const float* row, std::int64_t d, double* sums, float* lo, float* hi);
+// amax[c] = max over the blocks' ranges of max(hi - mean[c], mean[c] - lo),
+// blocks in order: exactly max over the rows of |x[c] - mean[c]|, since f32
+// subtraction rounds monotonically and symmetrically (0 for no rows).
+void finish_amax(const float* block_lo, const float* block_hi, std::int64_t blocks,
+                 const float* mean, std::int64_t d, float* amax);
 // The migration factor m of one channel (see above): a power of two.
 float migration(float q_amax, float k_amax);
 
 // max over c of |(x[c] - mean[c]) * mul[c]| (mean null: 0; mul null: 1);
 // NaN if x holds a NaN.
 float centred_amax(const float* x, const float* mean, const float* mul, std::int64_t d);
-// sum over c of |(x[c] - mean[c]) * mul[c]| in float, in order (the L1 norm
-// the error bound uses).
-float centred_l1(const float* x, const float* mean, const float* mul, std::int64_t d);
-
 struct Scale {
   float scale = 0.0f;    // amax / 127: the value of one int8 step
   float inverse = 0.0f;  // 127 / amax; 0 when amax is 0 or not finite
