@@ -7,10 +7,12 @@
 //  - K is smoothed: its mean mu_k over the keys is subtracted. q . (k - mu_k)
 //    differs from q . k by the same q . mu_k for every key of a row, so the
 //    softmax is unchanged; the LSE gets scale * q . mu_k added back.
-//  - Q is smoothed too: its mean mu_q over the rows is subtracted, and
-//    mu_q . (k - mu_k), one f32 bias per key (computed in double from the
-//    unquantized values), is added to every score of that key. A large
-//    common component of Q (an offset) no longer coarsens its rows.
+//  - Q is smoothed too: its mean mu_q over the call's rows (SageAttention2
+//    takes it per q-block; one per call keeps the correction a bias per key)
+//    is subtracted, and mu_q . (k - mu_k), one f32 bias per key (the
+//    products of the f32 k - mu_k and mu_q summed in double), is added to
+//    every score of that key. A common component of Q (an offset) no longer
+//    coarsens its rows.
 //  - Range migrates between Q and K per channel: with a = max |q - mu_q| and
 //    b = max |k - mu_k| of channel c, Q's channel is multiplied by 1 / m and
 //    K's by m, m = 2^round(log2(a / b) / 2) (1 when a or b is 0 or not
@@ -24,7 +26,8 @@
 //    give 0).
 //  - The means: per block of kKeyBlock rows a sum in double in row order, the
 //    block sums added in block order, divided by the row count, rounded to
-//    float. Blocks can be summed in parallel without changing a bit.
+//    float; a channel's range (a, b above) from each block's minimum and
+//    maximum. Blocks can be summed in parallel without changing a bit.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +57,7 @@ float migration(float q_amax, float k_amax);
 // max over c of |(x[c] - mean[c]) * mul[c]| (mean null: 0; mul null: 1);
 // NaN if x holds a NaN.
 float centred_amax(const float* x, const float* mean, const float* mul, std::int64_t d);
+
 struct Scale {
   float scale = 0.0f;    // amax / 127: the value of one int8 step
   float inverse = 0.0f;  // 127 / amax; 0 when amax is 0 or not finite
