@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kernel/isa_dispatch.h"
 #include "support/attention_check.h"
 #include "support/random_data.h"
 #include "support/reference.h"
@@ -171,6 +172,33 @@ TEST_P(Int8AccuracyPerTarget, FallbackTilesAreCountedPerBlock) {
   options.precision = Precision::kDefault;
   run_forward(plan, q, k, v, kF32, options);
   EXPECT_EQ(report.tiles, 2 * 2 * 4 * 4);
+}
+
+// bf16 inputs, on both product paths (P.V on the bf16 dot product where the
+// target has one): a sharp head falls back tile by tile all the same.
+TEST_P(Int8AccuracyPerTarget, SharpBf16FallsBackOnEveryProductPath) {
+  const std::int64_t n = 256;
+  HostTensor q(kBF16, 1, n, kDim), k(kBF16, 1, n, kDim), v(kBF16, 1, n, kDim);
+  q.fill_normal(81);
+  k.fill_normal(82);
+  v.fill_normal(83);
+  scale_rows(q, 0, n, 10.0f);  // x10 is exact in bf16
+  scale_rows(k, 0, n, 10.0f);
+  const TilePlan plan = TilePlan::build(Mask::dense(), n, n, {128, 128});
+  const ReferenceHead want = reference_attention(Mask::dense(), q.view(), k.view(), v.view(), 0);
+  const bool has_dot = kernel::active_target().bf16_peak.run != nullptr;
+  for (const ProductPath path : {ProductPath::kWiden, ProductPath::kDot}) {
+    if (path == ProductPath::kDot && !has_dot) continue;
+    AttentionOptions options;
+    options.precision = Precision::kInt8;
+    options.product_path = path;
+    Int8Report report;
+    options.int8_report = &report;
+    const Outputs got = run_forward(plan, q, k, v, kF32, options);
+    EXPECT_EQ(report.tiles, 4);
+    EXPECT_EQ(report.f32_tiles, 4);
+    EXPECT_GE(cosine(got.out, 0, want.out), 0.999) << to_string(path);
+  }
 }
 
 TILESPLASH_INSTANTIATE_FOR_TARGETS(Int8AccuracyPerTarget);
