@@ -49,7 +49,7 @@ TEST(Int8Quantizer, RoundsLikeTheReferenceIncludingTiesAndBounds) {
   }
   for (const float inverse : {1.0f, 0.37f, 3.0f, 127.0f / 900.0f}) {
     std::vector<std::int8_t> out(x.size());
-    kernel::int8::quantize(x.data(), nullptr, static_cast<std::int64_t>(x.size()), inverse,
+    kernel::int8::quantize(x.data(), nullptr, nullptr, static_cast<std::int64_t>(x.size()), inverse,
                            out.data());
     for (std::size_t i = 0; i < x.size(); ++i) {
       ASSERT_EQ(out[i], quantize_value(x[i], inverse)) << x[i] << " * " << inverse;
@@ -67,7 +67,9 @@ TEST(Int8Quantizer, MeanAndScalesMatchTheReference) {
     q.fill_normal(1);
     k.fill_normal(2);
     for (std::int64_t r = 0; r < k.len(); ++r) {
-      for (std::int64_t c = 0; c < k.dim(); ++c) k.set(0, r, c, k.get(0, r, c) + 0.5f * c - 3.0f);
+      for (std::int64_t c = 0; c < k.dim(); ++c) {
+        k.set(0, r, c, k.get(0, r, c) * (1.0f + 0.25f * c * c) + 0.5f * c - 3.0f);
+      }
     }
     const QuantizedHead want = quantize_head(q.view(), k.view(), 0);
 
@@ -81,16 +83,68 @@ TEST(Int8Quantizer, MeanAndScalesMatchTheReference) {
     kernel::int8::finish_mean(sums.data(), 4, 24, k.len(), mean.data());
     for (std::int64_t c = 0; c < 24; ++c) EXPECT_EQ(mean[c], want.mean[c]) << c;
 
-    for (std::int64_t block = 0; block < 4; ++block) {
-      float amax = 0.0f;
-      for (std::int64_t key = block * 64; key < std::min<std::int64_t>(200, block * 64 + 64);
-           ++key) {
-        for (std::int64_t c = 0; c < 24; ++c) row[c] = k.get(0, key, c);
-        amax = std::max(amax, kernel::int8::centred_amax(row.data(), mean.data(), 24));
+    // Q's mean and the channels' ranges (K's spread up to 130x), from the
+    // same single pass the path makes, and the migration factors.
+    std::vector<double> q_sums(24, 0.0), k_sums(4 * 24, 0.0);
+    std::vector<float> q_lo(24, INFINITY), q_hi(24, -INFINITY);
+    std::vector<float> k_lo(4 * 24, INFINITY), k_hi(4 * 24, -INFINITY);
+    for (std::int64_t i = 0; i < q.len(); ++i) {
+      for (std::int64_t c = 0; c < 24; ++c) row[c] = q.get(0, i, c);
+      kernel::int8::add_row_range(row.data(), 24, q_sums.data(), q_lo.data(), q_hi.data());
+    }
+    for (std::int64_t key = 0; key < k.len(); ++key) {
+      for (std::int64_t c = 0; c < 24; ++c) row[c] = k.get(0, key, c);
+      const std::int64_t at = key / 64 * 24;
+      kernel::int8::add_row_range(row.data(), 24, k_sums.data() + at, k_lo.data() + at,
+                                  k_hi.data() + at);
+    }
+    EXPECT_EQ(k_sums, sums);
+    std::vector<float> mean_q(24);
+    kernel::int8::finish_mean(q_sums.data(), 1, 24, q.len(), mean_q.data());
+    std::vector<float> q_amax(24), k_amax(24);
+    kernel::int8::finish_amax(q_lo.data(), q_hi.data(), 1, mean_q.data(), 24, q_amax.data());
+    kernel::int8::finish_amax(k_lo.data(), k_hi.data(), 4, mean.data(), 24, k_amax.data());
+    for (std::int64_t c = 0; c < 24; ++c) {  // exactly the largest |x - mean|
+      float want_q = 0.0f, want_k = 0.0f;
+      for (std::int64_t i = 0; i < q.len(); ++i) {
+        want_q = std::max(want_q, std::fabs(q.get(0, i, c) - mean_q[c]));
       }
-      EXPECT_EQ(kernel::int8::scale_for(amax).scale, want.k_scale[block]) << block;
+      for (std::int64_t key = 0; key < k.len(); ++key) {
+        want_k = std::max(want_k, std::fabs(k.get(0, key, c) - mean[c]));
+      }
+      EXPECT_EQ(q_amax[c], want_q) << c;
+      EXPECT_EQ(k_amax[c], want_k) << c;
+    }
+    int migrated = 0;
+    for (std::int64_t c = 0; c < 24; ++c) {
+      EXPECT_EQ(mean_q[c], want.mean_q[c]) << c;
+      EXPECT_EQ(kernel::int8::migration(q_amax[c], k_amax[c]), want.mul[c]) << c;
+      migrated += want.mul[c] != 1.0f;
+    }
+    EXPECT_GT(migrated, 10);
+    // Each key's scale, of its smoothed and migrated values.
+    for (std::int64_t key = 0; key < k.len(); ++key) {
+      for (std::int64_t c = 0; c < 24; ++c) row[c] = k.get(0, key, c);
+      const float amax = kernel::int8::centred_amax(row.data(), mean.data(), want.mul.data(), 24);
+      EXPECT_EQ(kernel::int8::scale_for(amax).scale, want.k_scale[key]) << key;
     }
   }
+}
+
+// The migration factor: the power of two nearest (in log) to sqrt(a / b).
+TEST(Int8Quantizer, MigrationIsAPowerOfTwoNearTheGeometricMean) {
+  EXPECT_EQ(kernel::int8::migration(400.0f, 1.0f), 16.0f);  // sqrt(400) = 20 ~ 2^4.3
+  EXPECT_EQ(kernel::int8::migration(1.0f, 400.0f), 1.0f / 16.0f);
+  EXPECT_EQ(kernel::int8::migration(3.0f, 3.0f), 1.0f);
+  EXPECT_EQ(kernel::int8::migration(0.0f, 3.0f), 1.0f);
+  EXPECT_EQ(kernel::int8::migration(3.0f, 0.0f), 1.0f);
+  EXPECT_EQ(kernel::int8::migration(NAN, 3.0f), 1.0f);
+  EXPECT_EQ(kernel::int8::migration(INFINITY, 3.0f), 1.0f);
+  EXPECT_EQ(kernel::int8::migration(3e38f, 1e-38f), 16777216.0f);  // clamped to 2^24
+  // A migrated value times its inverse migration is exact: no bit of q . k moves.
+  const float m = kernel::int8::migration(123.0f, 0.5f);
+  int exponent = 0;
+  EXPECT_EQ(std::frexp(m, &exponent), 0.5f);
 }
 
 // ---- each target's int32 products, exactly ---------------------------------
@@ -191,7 +245,12 @@ TEST_P(Int8Attention, MatchesItsQuantizedReference) {
         int8_reference_attention(c.mask, in.q.view(), in.k.view(), in.v.view(), h, c.scale));
   }
   const TilePlan plan = TilePlan::build(c.mask, c.q_len, c.kv_len, c.blocks);
-  const Outputs o = run_forward(plan, in.q, in.k, in.v, c.out_dtype(), c.options(Precision::kInt8));
+  AttentionOptions options = c.options(Precision::kInt8);
+  Int8Report report;
+  options.int8_report = &report;
+  const Outputs o = run_forward(plan, in.q, in.k, in.v, c.out_dtype(), options);
+  EXPECT_EQ(report.f32_tiles, 0);  // the reference models int8 tiles only
+  EXPECT_GT(report.tiles, 0);
   EXPECT_TRUE(matches_reference(reference, o.out, o.lse.data(),
                                 tolerance_for(c.dtype, c.out_dtype()), in.v.max_abs()));
 }

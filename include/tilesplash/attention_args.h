@@ -66,6 +66,15 @@ inline constexpr int kMaxRowGroups = 4;
 std::string to_string(const KernelVariant& variant);
 std::optional<KernelVariant> parse_kernel_variant(std::string_view text);
 
+// What the int8 path (Precision::kInt8) did, added to by every call that
+// points AttentionOptions::int8_report at it: the (head, q-block, kv tile)
+// Q.K^T products it computed, and how many of them ran in f32 because their
+// int8 error bound was too large (docs/kernel.md, "8-bit Q.K^T").
+struct Int8Report {
+  std::int64_t tiles = 0;
+  std::int64_t f32_tiles = 0;
+};
+
 struct AttentionOptions {
   std::optional<float> scale;  // softmax scale; default 1 / sqrt(head_dim); must be > 0
   MaskMode mask_mode = MaskMode::kTile;
@@ -80,6 +89,9 @@ struct AttentionOptions {
   // Loop variant; nullopt: the default (row_groups 1, no prefetch). Callers
   // that pick tiles with choose_blocks() pass its variant too.
   std::optional<KernelVariant> variant = std::nullopt;
+  // Precision::kInt8: counts added here (not owned; the caller keeps it alive
+  // through the call, and gives each thread its own). Ignored otherwise.
+  Int8Report* int8_report = nullptr;
 };
 
 // Q [heads, q_len, d], K [heads, kv_len, d], V [heads, kv_len, dv]; out

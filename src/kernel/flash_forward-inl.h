@@ -53,6 +53,8 @@ struct FlashForward {
   using QkElem = typename Path::QkElem;  // packed Q rows and K panels
   using VElem = typename Path::VElem;    // packed V
   using Prob = typename Path::Prob;
+  // A path that may run a tile's Q.K^T in f32 instead (Int8QkPath).
+  static constexpr bool kFallback = requires { Path::kF32Fallback; };
 
   // Per-worker scratch, by element type (kernel/scratch_layout.h).
   struct Scratch {
@@ -161,6 +163,10 @@ struct FlashForward {
       });
     }
     report_overflow();
+    if (p.int8_report != nullptr && kFallback) {
+      p.int8_report->tiles += tiles_.load();
+      p.int8_report->f32_tiles += f32_tiles_.load();
+    }
   }
 
   // Finite inputs whose q.k exceeds the f32 range have no f32 answer here;
@@ -279,8 +285,19 @@ struct FlashForward {
     const std::span<const PlanTile> tiles = plan.tiles(q_block);
     const std::int64_t pass_rows = groups * kRows;
     const std::int64_t passes = (nrows + pass_rows - 1) / pass_rows;
+    [[maybe_unused]] const auto q_bound = [&] {
+      if constexpr (kFallback) {
+        return Path::q_block_bound(q, nrows, q_stride, d);
+      } else {
+        return 0;
+      }
+    }();
+    std::int64_t f32_tiles = 0;
     for (std::size_t i = 0; i < tiles.size(); ++i) {
       const TileView t = tile_view(tiles[i], rows, kp, vp, shift_[head]);
+      bool f32 = false;
+      if constexpr (kFallback) f32 = path.tile_needs_f32(q_bound, t.k, t.nkp / kPanel, d);
+      f32_tiles += f32 ? 1 : 0;
       TileSpans next;
       if (p.variant.prefetch && i + 1 < tiles.size()) {
         next = tile_spans(tile_view(tiles[i + 1], rows, kp, vp, shift_[head]));
@@ -288,8 +305,12 @@ struct FlashForward {
       for (std::int64_t pass = 0; pass < passes; ++pass) {
         if (next.count > 0) next.prefetch_part(pass, passes);
         const std::int64_t r0 = pass * pass_rows;
-        run_pass(t, r0, std::min(pass_rows, nrows - r0), q, acc, state, base);
+        run_pass(t, r0, std::min(pass_rows, nrows - r0), q, acc, state, base, f32);
       }
+    }
+    if constexpr (kFallback) {
+      tiles_.fetch_add(static_cast<std::int64_t>(tiles.size()));
+      f32_tiles_.fetch_add(f32_tiles);
     }
     finish_rows(head, rows, q, acc, state);
   }
@@ -341,9 +362,10 @@ struct FlashForward {
   };
 
   // The flash step for rows [r0, r0 + rows) of the item on one tile, as
-  // register tiles of kRows rows (the last one shorter).
+  // register tiles of kRows rows (the last one shorter); `f32`: the path's
+  // f32 Q.K^T instead of its own (kFallback).
   void run_pass(const TileView& t, std::int64_t r0, std::int64_t rows, const QkElem* q, float* acc,
-                RowState* state, std::byte* base) const {
+                RowState* state, std::byte* base, bool f32) const {
     // Inside a bitmasked tile each register tile computes only the key panels
     // its bitmask rows keep: along a band's or causal mask's edge that is
     // about half the tile. The keys left out would get weight exactly 0, so
@@ -385,6 +407,14 @@ struct FlashForward {
       for (int g = 0; g < n; ++g) {
         if (panel * kPanel < group[g].k0 || panel * kPanel >= group[g].k1) continue;
         with_rows(group[g].rows, [&]<int R>() {
+          if constexpr (kFallback) {
+            if (f32) {
+              path.template qk_f32<R>(q + group[g].r0 * q_stride, q_stride, d, kpanel,
+                                      scores_of(g) + panel * kPanel, block_kv,
+                                      max_lanes + g * kRows);
+              return;
+            }
+          }
           Path::template qk<R>(q + group[g].r0 * q_stride, q_stride, d, kpanel,
                                scores_of(g) + panel * kPanel, block_kv, max_lanes + g * kRows);
         });
@@ -486,5 +516,6 @@ struct FlashForward {
   const std::uint64_t* ones_bits_ = nullptr;
   std::vector<float> shift_;  // per head: weights scaled by 2^-shift (see pack_heads)
   std::atomic<std::int64_t> overflow_rows_{0};
+  std::atomic<std::int64_t> tiles_{0}, f32_tiles_{0};  // kFallback: tiles computed, in f32
   std::atomic<std::int64_t> first_overflow_{std::numeric_limits<std::int64_t>::max()};
 };

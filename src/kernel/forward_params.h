@@ -26,6 +26,7 @@ struct ForwardParams {
   // choose_product_path(), attention.h); false: widened to f32.
   bool bf16_dot = false;
   KernelVariant variant;
+  Int8Report* int8_report = nullptr;  // Precision::kInt8: where the tile counts go
 };
 
 // Memory that survives across calls of one runner.

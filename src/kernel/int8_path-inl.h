@@ -1,26 +1,41 @@
-// The int8 Q.K^T path (Precision::kInt8): Q and the smoothed K quantized to
-// int8 (kernel/int8_quantize.h says how, exactly), their products summed in
-// int32 by dot4_u8s8 (vpdpbusd where the target has VNNI), and P.V left to
-// the path the input dtype takes anyway (F32Path, or Bf16DotPath for bf16 on a
-// CPU where the dot product is faster). Included by kernel-inl.h inside a
-// target's namespace.
+// The int8 Q.K^T path (Precision::kInt8): Q and K smoothed, migrated and
+// quantized to int8 (kernel/int8_quantize.h says how, exactly), their
+// products summed in int32 by dot4_u8s8 (vpdpbusd where the target has VNNI),
+// and P.V left to the path the input dtype takes anyway (F32Path, or
+// Bf16DotPath for bf16 on a CPU where the dot product is faster). Included by
+// kernel-inl.h inside a target's namespace.
 //
 // vpdpbusd multiplies unsigned by signed bytes, so Q is stored offset by 128
 // (u8 = q + 128, in [1, 255]) and K as it is (s8); each key's panel keeps
 // 128 * (sum of its int8 values), the exact amount the offset adds, and the
 // micro-kernel subtracts it once per tile. |sum| <= 256 * 255 * 127 < 2^24,
 // so the int32 sums are exact and so is their conversion to float: the
-// scores are float(sum) * k_scale * q_scale. Costs against the f32 path: K
-// read two more times per call (mean, block scales) and every row quantized
-// once, O(N * d) scalar work in all; the tile loops are unchanged.
+// scores are float(sum) * k_scale * q_scale + bias (the key's mu_q . k).
+//
+// Where int8 cannot keep its accuracy (a very sharp softmax), a tile falls
+// back to f32: per (head, q-block, kv tile) the bound on any score's
+// quantization error, scale * (q_scale / 2 * |k|_1 + k_scale / 2 * |q8 *
+// q_scale|_1) maximised over the tile's rows and keys, is compared with
+// kF32Bound, and a tile above it runs F32Path's product on the unquantized
+// q and k - mu_k (Int8Report counts them). The f32 copy of K is packed only
+// for heads whose bound over all rows and keys can pass kF32Bound.
 //
 // Layouts, per head:
 //  K panel: [d/4][kPanel] quads (four channels of one key per 32-bit lane),
-//           then kPanel int32 corrections and kPanel f32 scales (the key's
-//           block's), so that any kPanel of a target reads them as vectors.
-//  Q row:   d/4 quads (u8), its f32 scale, then q . mean(K) as a double (two
-//           elements): the LSE adds back what the smoothing took from every
-//           score of the row.
+//           then kPanel int32 corrections, kPanel f32 scales, kPanel f32
+//           biases, kPanel f32 bounds on |k|_1 and one row whose first lane
+//           is the panel's index (head of the group * panels + panel) in the
+//           f32 copy, so that any kPanel of a target reads them as vectors.
+//  Q row:   d/4 quads (u8), its f32 scale, |q8 * scale|_1, q . mu_k as a
+//           double (two elements: the LSE adds back what K's smoothing took
+//           from every score), and head * q_len + row as an int64 (two
+//           elements: a fallback tile reads the f32 row from Q again, which
+//           keeps the rows the int8 tiles read compact).
+
+// A tile whose score error bound (natural-log units of the softmax) passes
+// this runs in f32. Measured (docs/kernel.md): Gaussian Q and K scaled up
+// until int8's cosine to float64 drops to 0.9993 reach a bound of about 3.5.
+inline constexpr float kF32Bound = 3.0f;
 
 inline std::uint32_t pack_quad(const std::int8_t* v, int offset) {
   std::uint32_t quad = 0;
@@ -30,6 +45,12 @@ inline std::uint32_t pack_quad(const std::int8_t* v, int offset) {
   return quad;
 }
 
+// The largest Q-side terms of a q-block's error bound.
+struct Int8QBound {
+  float scale = 0.0f;  // max q_scale
+  float l1 = 0.0f;     // max |q8 * q_scale|_1
+};
+
 template <typename PvPath>
 struct Int8QkPath {
   using QkElem = std::uint32_t;
@@ -38,102 +59,104 @@ struct Int8QkPath {
   static constexpr bool kSeparateProbs = PvPath::kSeparateProbs;
   static constexpr int kKeysPerVRow = PvPath::kKeysPerVRow;
   static constexpr int kQOffset = 128;
+  static constexpr bool kF32Fallback = true;
 
-  static std::int64_t k_panel_elems(std::int64_t d) { return (d / 4 + 2) * kPanel; }
+  static std::int64_t k_panel_elems(std::int64_t d) { return (d / 4 + 5) * kPanel; }
   static std::int64_t v_head_elems(std::int64_t keys, std::int64_t dvp) {
     return PvPath::v_head_elems(keys, dvp);
   }
-  static std::int64_t q_row_elems(std::int64_t d) { return d / 4 + 3; }
+  static std::int64_t q_row_elems(std::int64_t d) { return d / 4 + 6; }
   static std::int64_t prob_row_elems(std::int64_t keys) { return PvPath::prob_row_elems(keys); }
 
-  // Key `j` of a panel: its int8 channels, the offset correction and its scale.
+  // Key `j` of a panel: its int8 channels, the offset correction, its scale,
+  // bias and a bound on |k|_1, scale * (sum |k8| + d / 2); `id` is the
+  // panel's index in the f32 copy.
   static void store_key(const std::int8_t* k8, std::int64_t d, std::int64_t j, float scale,
-                        std::uint32_t* panel) {
-    std::int32_t sum = 0;
+                        float bias, std::uint32_t id, std::uint32_t* panel) {
+    std::int32_t sum = 0, levels = 0;
     for (std::int64_t c = 0; c < d / 4; ++c) {
       panel[c * kPanel + j] = pack_quad(k8 + 4 * c, 0);
-      for (int b = 0; b < 4; ++b) sum += k8[4 * c + b];
+      for (int b = 0; b < 4; ++b) {
+        sum += k8[4 * c + b];
+        levels += k8[4 * c + b] < 0 ? -k8[4 * c + b] : k8[4 * c + b];
+      }
     }
+    const float l1 = scale * (static_cast<float>(levels) + 0.5f * static_cast<float>(d));
     const std::int32_t correction = kQOffset * sum;
     std::memcpy(panel + d / 4 * kPanel + j, &correction, 4);
     std::memcpy(panel + (d / 4 + 1) * kPanel + j, &scale, 4);
+    std::memcpy(panel + (d / 4 + 2) * kPanel + j, &bias, 4);
+    std::memcpy(panel + (d / 4 + 3) * kPanel + j, &l1, 4);
+    panel[(d / 4 + 4) * kPanel + j] = id;
   }
 
+  // A packed Q row: its int8 values and scale, the LSE's offset, and where
+  // the row is in Q (head * q_len + row).
   static void store_q_row(const std::int8_t* q8, std::int64_t d, float scale, double offset,
-                          std::uint32_t* dst) {
+                          std::int64_t at, std::uint32_t* dst) {
+    std::int32_t levels = 0;
+    for (std::int64_t c = 0; c < d; ++c) levels += q8[c] < 0 ? -q8[c] : q8[c];
+    const float l1 = static_cast<float>(levels) * scale;
     for (std::int64_t c = 0; c < d / 4; ++c) dst[c] = pack_quad(q8 + 4 * c, kQOffset);
     std::memcpy(dst + d / 4, &scale, 4);
-    std::memcpy(dst + d / 4 + 1, &offset, 8);
+    std::memcpy(dst + d / 4 + 1, &l1, 4);
+    std::memcpy(dst + d / 4 + 2, &offset, 8);
+    std::memcpy(dst + d / 4 + 4, &at, 8);
   }
 
-  // What the smoothing subtracted from every score of a packed Q row: q . mean.
+  // What K's smoothing subtracted from every score of a packed Q row: q . mu_k.
   static double score_offset(const std::uint32_t* q_row, std::int64_t d) {
     double offset;
-    std::memcpy(&offset, q_row + d / 4 + 1, 8);
+    std::memcpy(&offset, q_row + d / 4 + 2, 8);
     return offset;
   }
 
-  // Per group of heads, before packing: K's mean over the keys and the scale
-  // of every block of int8::kKeyBlock keys (kernel/int8_quantize.h), each
-  // block on a worker of its own (the blocks' sums are added in order, so
-  // the mean does not depend on the thread count).
+  // Per group of heads, before packing (kernel/int8_quantize.h): the means of
+  // K and Q, the migration factors, and which heads need the f32 copy of K,
+  // from one pass over K and Q per block of rows, each block on a worker of
+  // its own, the blocks combined in order: nothing depends on the threads.
   void prepare_heads(const ForwardParams& p, std::int64_t head0, std::int64_t count,
                      ThreadingContext& context) {
     const std::int64_t d = p.k.dim;
-    const std::int64_t len = p.k.len;
     head0_ = head0;
-    blocks_ = (len + int8::kKeyBlock - 1) / int8::kKeyBlock;
-    mean_.assign(static_cast<std::size_t>(count * d), 0.0f);
-    scale_.assign(static_cast<std::size_t>(count * blocks_), 0.0f);
-    inverse_.assign(static_cast<std::size_t>(count * blocks_), 0.0f);
-    std::vector<double> sums(static_cast<std::size_t>(count * blocks_ * d), 0.0);
-    const auto for_each_key = [&](std::int64_t item, auto&& body) {
-      const std::int64_t h = item / blocks_;
-      const std::int64_t key0 = item % blocks_ * int8::kKeyBlock;
-      float row[kMaxHeadDim];
-      for (std::int64_t key = key0; key < std::min(len, key0 + int8::kKeyBlock); ++key) {
-        load_row_f32(p.k, head0 + h, key, row);
-        body(h, row);
-      }
-    };
-    context.run(p.threads, count * blocks_, [&](std::int64_t item, int) {
-      for_each_key(item, [&](std::int64_t, const float* row) {
-        int8::add_row(row, d, sums.data() + item * d);
-      });
-    });
-    for (std::int64_t h = 0; h < count; ++h) {
-      int8::finish_mean(sums.data() + h * blocks_ * d, blocks_, d, len, mean_.data() + h * d);
-    }
-    context.run(p.threads, count * blocks_, [&](std::int64_t item, int) {
-      float amax = 0.0f;
-      for_each_key(item, [&](std::int64_t h, const float* row) {
-        const float a = int8::centred_amax(row, mean_.data() + h * d, d);
-        if (!(a <= amax)) amax = a;
-      });
-      const int8::Scale s = int8::scale_for(amax);
-      scale_[static_cast<std::size_t>(item)] = s.scale;
-      inverse_[static_cast<std::size_t>(item)] = s.inverse;
-    });
+    d_ = d;
+    scale_softmax_ = p.scale;
+    q_ = p.q;
+    k_blocks_ = blocks_of(p.k.len);
+    q_blocks_ = blocks_of(p.q.len);
+    panels_ = (p.k.len + kPanel - 1) / kPanel;
+    statistics(p, count, context);
+    fallback_heads(count);
   }
 
   bool pack_k_panel(const TensorView& k, std::int64_t head, std::int64_t key0, std::uint32_t* panel,
                     float* row) const {
     const std::int64_t d = k.dim;
     const std::int64_t h = head - head0_;
-    const float* mean = mean_.data() + h * d;
+    const float* mean = mean_k_.data() + h * d;
+    const float* mul = mul_.data() + h * d;
+    const std::int64_t id = h * panels_ + key0 / kPanel;
+    float* f32 = needs_f32_[static_cast<std::size_t>(h)] ? f32_k_ + id * d * kPanel : nullptr;
     std::int8_t k8[kMaxHeadDim];
     bool finite = true;
     for (std::int64_t j = 0; j < kPanel; ++j) {
       const std::int64_t key = key0 + j;
       if (key >= k.len) {
         std::fill(k8, k8 + d, std::int8_t{0});
-        store_key(k8, d, j, 0.0f, panel);
+        store_key(k8, d, j, 0.0f, 0.0f, static_cast<std::uint32_t>(id), panel);
+        if (f32 != nullptr) {
+          for (std::int64_t c = 0; c < d; ++c) f32[c * kPanel + j] = 0.0f;
+        }
         continue;
       }
       finite &= load_row_f32(k, head, key, row);
-      const std::size_t block = static_cast<std::size_t>(h * blocks_ + key / int8::kKeyBlock);
-      int8::quantize(row, mean, d, inverse_[block], k8);
-      store_key(k8, d, j, scale_[block], panel);
+      const int8::Scale s = int8::scale_for(int8::centred_amax(row, mean, mul, d));
+      int8::quantize(row, mean, mul, d, s.inverse, k8);
+      const auto bias = static_cast<float>(int8::centred_dot(row, mean, mean_q_.data() + h * d, d));
+      store_key(k8, d, j, s.scale, bias, static_cast<std::uint32_t>(id), panel);
+      if (f32 != nullptr) {
+        for (std::int64_t c = 0; c < d; ++c) f32[c * kPanel + j] = row[c] - mean[c];
+      }
     }
     return finite;
   }
@@ -146,12 +169,50 @@ struct Int8QkPath {
   void load_q_row(const TensorView& q, std::int64_t head, std::int64_t row,
                   std::uint32_t* dst) const {
     const std::int64_t d = q.dim;
+    const std::int64_t h = head - head0_;
     float x[kMaxHeadDim];
     std::int8_t q8[kMaxHeadDim];
     load_row_f32(q, head, row, x);
-    const int8::Scale s = int8::scale_for(int8::centred_amax(x, nullptr, d));
-    int8::quantize(x, nullptr, d, s.inverse, q8);
-    store_q_row(q8, d, s.scale, int8::dot_with_mean(x, mean_.data() + (head - head0_) * d, d), dst);
+    const float* mean = mean_q_.data() + h * d;
+    const float* inv = inv_mul_.data() + h * d;
+    const int8::Scale s = int8::scale_for(int8::centred_amax(x, mean, inv, d));
+    int8::quantize(x, mean, inv, d, s.inverse, q8);
+    store_q_row(q8, d, s.scale, int8::dot_with_mean(x, mean_k_.data() + h * d, d),
+                head * q.len + row, dst);
+  }
+
+  // The Q-side terms of the error bound over `rows` packed rows.
+  static Int8QBound q_block_bound(const std::uint32_t* q, std::int64_t rows, std::int64_t q_stride,
+                                  std::int64_t d) {
+    Int8QBound b;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float scale, l1;
+      std::memcpy(&scale, q + r * q_stride + d / 4, 4);
+      std::memcpy(&l1, q + r * q_stride + d / 4 + 1, 4);
+      b.scale = std::max(b.scale, scale);
+      b.l1 = std::max(b.l1, l1);
+    }
+    return b;
+  }
+
+  // Whether the tile of `count` panels from `first` needs f32 for rows whose
+  // Q-side terms are `qb`.
+  bool tile_needs_f32(const Int8QBound& qb, const std::uint32_t* first, std::int64_t count,
+                      std::int64_t d) const {
+    const std::uint32_t id = first[(d / 4 + 4) * kPanel];
+    if (!needs_f32_[static_cast<std::size_t>(id / panels_)]) return false;
+    float k_scale = 0.0f, k_l1 = 0.0f;
+    for (std::int64_t i = 0; i < count; ++i) {
+      const std::uint32_t* panel = first + i * k_panel_elems(d);
+      for (std::int64_t j = 0; j < kPanel; ++j) {
+        float s, l1;
+        std::memcpy(&s, panel + (d / 4 + 1) * kPanel + j, 4);
+        std::memcpy(&l1, panel + (d / 4 + 3) * kPanel + j, 4);
+        k_scale = std::max(k_scale, s);
+        k_l1 = std::max(k_l1, l1);
+      }
+    }
+    return exceeds_bound(qb.scale, k_l1, k_scale, qb.l1);
   }
 
   template <typename T>
@@ -166,8 +227,8 @@ struct Int8QkPath {
     PvPath::v_tile_spans(head_v, keys, key0, nk, dvp, span);
   }
 
-  // S[r][0, kPanel) = q_scale[r] * k_scale * (Q[r] . K_panel), the sums in
-  // int32, for R rows (q_stride apart); the per-lane row max folded in.
+  // S[r][0, kPanel) = q_scale[r] * k_scale * (Q[r] . K_panel) + bias, the sums
+  // in int32, for R rows (q_stride apart); the per-lane row max folded in.
   template <int R>
   static void qk(const std::uint32_t* __restrict q, std::int64_t q_stride, std::int64_t d,
                  const std::uint32_t* __restrict panel, float* __restrict s, std::int64_t s_stride,
@@ -191,20 +252,40 @@ struct Int8QkPath {
     }
     const std::uint32_t* corrections = panel + quads * kPanel;
     const std::uint32_t* scales = panel + (quads + 1) * kPanel;
+    const std::uint32_t* biases = panel + (quads + 2) * kPanel;
 #pragma GCC unroll 8
     for (int j = 0; j < kColVecs; ++j) {
       const VI correction = load_i(corrections + j * kLanes);
-      VF k_scale;
+      VF k_scale, bias;
       __builtin_memcpy(&k_scale, scales + j * kLanes, sizeof k_scale);
+      __builtin_memcpy(&bias, biases + j * kLanes, sizeof bias);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         float q_scale;
         std::memcpy(&q_scale, q + r * q_stride + quads, 4);
-        const VF score = __builtin_convertvector(acc[r][j] - correction, VF) * k_scale * q_scale;
+        const VF score =
+            __builtin_convertvector(acc[r][j] - correction, VF) * k_scale * q_scale + bias;
         store(s + r * s_stride + j * kLanes, score);
         row_max[r] = vmax(score, row_max[r]);
       }
     }
+  }
+
+  // The same scores in f32 (a fallback tile): Q[r] . (K_panel - mu_k) on the
+  // unquantized values (the rows read from Q again), by F32Path's micro-kernel.
+  template <int R>
+  void qk_f32(const std::uint32_t* q_rows, std::int64_t q_stride, std::int64_t d,
+              const std::uint32_t* panel, float* s, std::int64_t s_stride, VF* row_max) const {
+    float rows[R][kMaxHeadDim];
+    for (int r = 0; r < R; ++r) {
+      std::int64_t at;
+      std::memcpy(&at, q_rows + r * q_stride + d / 4 + 4, 8);
+      load_row_f32(q_, at / q_.len, at % q_.len, rows[r]);
+    }
+    const std::uint32_t id = panel[(d / 4 + 4) * kPanel];
+    F32Path::template qk<R>(rows[0], kMaxHeadDim, d,
+                            f32_k_ + static_cast<std::int64_t>(id) * d * kPanel, s, s_stride,
+                            row_max);
   }
 
   static void store_probs(const float* row, std::int64_t keys, Prob* probs) {
@@ -219,11 +300,102 @@ struct Int8QkPath {
   }
 
  private:
-  std::int64_t head0_ = 0;
-  std::int64_t blocks_ = 0;
-  std::vector<float> mean_;     // [head of the group][d]
-  std::vector<float> scale_;    // [head of the group][key block]
-  std::vector<float> inverse_;  // the same, 127 / amax
+  static std::int64_t blocks_of(std::int64_t len) {
+    return (len + int8::kKeyBlock - 1) / int8::kKeyBlock;
+  }
+
+  bool exceeds_bound(float q_scale, float k_l1, float k_scale, float q_l1) const {
+    const double bound =
+        static_cast<double>(scale_softmax_) *
+        (0.5 * q_scale * static_cast<double>(k_l1) + 0.5 * k_scale * static_cast<double>(q_l1));
+    return !(bound <= kF32Bound);  // NaN (unchecked data) too
+  }
+
+  // mean_k_, mean_q_, mul_ and inv_mul_ (kernel/int8_quantize.h): per block
+  // of rows the double sums and each channel's range, one pass.
+  void statistics(const ForwardParams& p, std::int64_t count, ThreadingContext& context) {
+    const std::int64_t d = d_;
+    const std::int64_t blocks = k_blocks_ + q_blocks_;  // per head: K's, then Q's
+    const auto n = static_cast<std::size_t>(count * blocks * d);
+    std::vector<double> sums(n, 0.0);
+    std::vector<float> lo(n, std::numeric_limits<float>::infinity());
+    std::vector<float> hi(n, -std::numeric_limits<float>::infinity());
+    context.run(p.threads, count * blocks, [&](std::int64_t item, int) {
+      const std::int64_t h = item / blocks;
+      const std::int64_t b = item % blocks;
+      const bool is_k = b < k_blocks_;
+      const TensorView& t = is_k ? p.k : p.q;
+      const std::int64_t r0 = (is_k ? b : b - k_blocks_) * int8::kKeyBlock;
+      float row[kMaxHeadDim];
+      for (std::int64_t r = r0; r < std::min(t.len, r0 + int8::kKeyBlock); ++r) {
+        load_row_f32(t, head0_ + h, r, row);
+        int8::add_row_range(row, d, sums.data() + item * d, lo.data() + item * d,
+                            hi.data() + item * d);
+      }
+    });
+    mean_k_.assign(static_cast<std::size_t>(count * d), 0.0f);
+    mean_q_.assign(mean_k_.size(), 0.0f);
+    k_amax_.assign(mean_k_.size(), 0.0f);
+    q_amax_.assign(mean_k_.size(), 0.0f);
+    mul_.resize(mean_k_.size());
+    inv_mul_.resize(mean_k_.size());
+    for (std::int64_t h = 0; h < count; ++h) {
+      const std::int64_t k0 = h * blocks * d, q0 = k0 + k_blocks_ * d;
+      float* mk = mean_k_.data() + h * d;
+      float* mq = mean_q_.data() + h * d;
+      int8::finish_mean(sums.data() + k0, k_blocks_, d, p.k.len, mk);
+      int8::finish_mean(sums.data() + q0, q_blocks_, d, p.q.len, mq);
+      int8::finish_amax(lo.data() + k0, hi.data() + k0, k_blocks_, mk, d, k_amax_.data() + h * d);
+      int8::finish_amax(lo.data() + q0, hi.data() + q0, q_blocks_, mq, d, q_amax_.data() + h * d);
+    }
+    for (std::size_t i = 0; i < mul_.size(); ++i) {
+      mul_[i] = int8::migration(q_amax_[i], k_amax_[i]);
+      inv_mul_[i] = 1.0f / mul_[i];  // a power of two: exact
+    }
+  }
+
+  // needs_f32_: whether any tile of a head can pass the bound, from the
+  // channels' ranges (every key's scale is at most max_c k_amax_c * m_c / 127
+  // and its |k|_1 at most sum_c k_amax_c * m_c; Q's likewise, its |q8 *
+  // q_scale|_1 at most that sum plus d * q_scale / 2); and the f32 copy of
+  // K for those heads.
+  void fallback_heads(std::int64_t count) {
+    const std::int64_t d = d_;
+    needs_f32_.assign(static_cast<std::size_t>(count), false);
+    bool any = false;
+    for (std::int64_t h = 0; h < count; ++h) {
+      double k_max = 0.0, k_sum = 0.0, q_max = 0.0, q_sum = 0.0;
+      for (std::int64_t c = 0; c < d; ++c) {
+        const std::size_t i = static_cast<std::size_t>(h * d + c);
+        const double k = static_cast<double>(k_amax_[i]) * mul_[i];
+        const double q = static_cast<double>(q_amax_[i]) * inv_mul_[i];
+        k_max = std::max(k_max, k);
+        k_sum += k;
+        q_max = std::max(q_max, q);
+        q_sum += q;
+      }
+      const double q_scale = q_max / int8::kLevels, k_scale = k_max / int8::kLevels;
+      const double bound = static_cast<double>(scale_softmax_) *
+                           (0.5 * q_scale * k_sum + 0.5 * k_scale * (q_sum + 0.5 * d * q_scale));
+      // A little margin: the tiles' terms are summed in float.
+      const bool needs = !(bound * 1.01 <= kF32Bound);
+      needs_f32_[static_cast<std::size_t>(h)] = needs;
+      any = any || needs;
+    }
+    f32_k_ = any ? f32_buffer_.get<float>(static_cast<std::size_t>(count * panels_ * d * kPanel))
+                 : nullptr;
+  }
+
+  std::int64_t head0_ = 0, d_ = 0;
+  float scale_softmax_ = 1.0f;
+  TensorView q_;  // the call's Q, for the f32 rows of fallback tiles
+  std::int64_t k_blocks_ = 0, q_blocks_ = 0, panels_ = 0;
+  std::vector<float> mean_k_, mean_q_;  // [head of the group][d]
+  std::vector<float> k_amax_, q_amax_;  // [head of the group][d]: max |x - mean|
+  std::vector<float> mul_, inv_mul_;    // [head of the group][d]: K's and Q's migration
+  std::vector<bool> needs_f32_;         // [head of the group]
+  runtime::AlignedBuffer f32_buffer_;
+  float* f32_k_ = nullptr;  // [head of the group][panel][d][kPanel] of k - mu_k, or null
 };
 
 // TargetOps::int8_dot: out[i * keys + j] = sum_c q[i][c] * k[j][c], exactly,
@@ -239,11 +411,11 @@ inline void int8_dot(const std::int8_t* q, std::int64_t rows, const std::int8_t*
   std::vector<std::uint32_t> packed_q(static_cast<std::size_t>(rows * q_stride));
   std::vector<std::int8_t> zeros(static_cast<std::size_t>(d), 0);
   for (std::int64_t key = 0; key < panels * kPanel; ++key) {
-    Path::store_key(key < keys ? k + key * d : zeros.data(), d, key % kPanel, 1.0f,
+    Path::store_key(key < keys ? k + key * d : zeros.data(), d, key % kPanel, 1.0f, 0.0f, 0,
                     packed_k.data() + key / kPanel * Path::k_panel_elems(d));
   }
   for (std::int64_t r = 0; r < rows; ++r) {
-    Path::store_q_row(q + r * d, d, 1.0f, 0.0, packed_q.data() + r * q_stride);
+    Path::store_q_row(q + r * d, d, 1.0f, 0.0, r, packed_q.data() + r * q_stride);
   }
   std::vector<float> scores(static_cast<std::size_t>(kRows * kPanel));
   for (std::int64_t r0 = 0; r0 < rows; r0 += kRows) {

@@ -4,6 +4,14 @@
 #include <cmath>
 
 namespace tilesplash::kernel::int8 {
+namespace {
+
+float centred(const float* x, const float* mean, const float* mul, std::int64_t c) {
+  const float v = mean != nullptr ? x[c] - mean[c] : x[c];
+  return mul != nullptr ? v * mul[c] : v;  // mul is a power of two: exact
+}
+
+}  // namespace
 
 void add_row(const float* row, std::int64_t d, double* sums) {
   for (std::int64_t c = 0; c < d; ++c) sums[c] += static_cast<double>(row[c]);
@@ -18,10 +26,45 @@ void finish_mean(const double* block_sums, std::int64_t blocks, std::int64_t d, 
   }
 }
 
-float centred_amax(const float* x, const float* mean, std::int64_t d) {
+void add_row_range(const float* row, std::int64_t d, double* sums, float* lo, float* hi) {
+  for (std::int64_t c = 0; c < d; ++c) {
+    sums[c] += static_cast<double>(row[c]);
+    if (!(row[c] >= lo[c]) && !std::isnan(lo[c])) lo[c] = row[c];  // NaN wins and stays
+    if (!(row[c] <= hi[c]) && !std::isnan(hi[c])) hi[c] = row[c];
+  }
+}
+
+void finish_amax(const float* block_lo, const float* block_hi, std::int64_t blocks,
+                 const float* mean, std::int64_t d, float* amax) {
+  for (std::int64_t c = 0; c < d; ++c) {
+    float a = 0.0f;
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      const float lo = block_lo[b * d + c], hi = block_hi[b * d + c];
+      if (!(lo <= hi)) {  // an empty block (no rows), or a NaN
+        if (std::isnan(lo) || std::isnan(hi)) a = NAN;
+        continue;
+      }
+      const float v = std::max(hi - mean[c], mean[c] - lo);
+      if (!(v <= a) && !std::isnan(a)) a = v;
+    }
+    amax[c] = a;
+  }
+}
+
+float migration(float q_amax, float k_amax) {
+  if (!(q_amax > 0.0f) || !(k_amax > 0.0f) || !std::isfinite(q_amax) || !std::isfinite(k_amax)) {
+    return 1.0f;
+  }
+  const double half_log = 0.5 * std::log2(static_cast<double>(q_amax) / k_amax);
+  const int e = static_cast<int>(
+      std::clamp(std::nearbyint(half_log), double{-kMaxMigration}, double{kMaxMigration}));
+  return std::ldexp(1.0f, e);
+}
+
+float centred_amax(const float* x, const float* mean, const float* mul, std::int64_t d) {
   float amax = 0.0f;
   for (std::int64_t c = 0; c < d; ++c) {
-    const float v = std::fabs(mean != nullptr ? x[c] - mean[c] : x[c]);
+    const float v = std::fabs(centred(x, mean, mul, c));
     if (!(v <= amax)) amax = v;  // NaN wins and stays
   }
   return amax;
@@ -32,11 +75,12 @@ Scale scale_for(float amax) {
   return {amax / kLevels, kLevels / amax};
 }
 
-void quantize(const float* x, const float* mean, std::int64_t d, float inverse, std::int8_t* out) {
+void quantize(const float* x, const float* mean, const float* mul, std::int64_t d, float inverse,
+              std::int8_t* out) {
   for (std::int64_t c = 0; c < d; ++c) {
-    const float centred = mean != nullptr ? x[c] - mean[c] : x[c];
+    const float v = centred(x, mean, mul, c);
     // (NaN only with check_finite off: the caller vouched for the data.)
-    const float scaled = std::isnan(centred * inverse) ? 0.0f : centred * inverse;
+    const float scaled = std::isnan(v * inverse) ? 0.0f : v * inverse;
     // Round to nearest, ties to even, as nearbyint does in the default mode:
     // adding and subtracting 1.5 * 2^23 leaves no fraction bits for |x| < 2^22
     // (a libm call per element would cost more than the rest of the pass).
@@ -50,6 +94,14 @@ void quantize(const float* x, const float* mean, std::int64_t d, float inverse, 
 double dot_with_mean(const float* x, const float* mean, std::int64_t d) {
   double sum = 0.0;
   for (std::int64_t c = 0; c < d; ++c) sum += static_cast<double>(x[c]) * mean[c];
+  return sum;
+}
+
+double centred_dot(const float* x, const float* centre, const float* w, std::int64_t d) {
+  double sum = 0.0;
+  for (std::int64_t c = 0; c < d; ++c) {
+    sum += static_cast<double>(x[c] - centre[c]) * static_cast<double>(w[c]);
+  }
   return sum;
 }
 

@@ -119,6 +119,7 @@ ForwardParams make_forward_params(const TilePlan& plan, const AttentionArgs& arg
     fail("precision must be default or int8");
   }
   params.precision = options.precision;
+  params.int8_report = options.int8_report;
   // The product path matters for bf16 only, but a forced one is checked on
   // every call, so a wrong setting is not hidden by the dtype of the moment.
   if (q.dtype == DType::kBF16 || options.product_path != ProductPath::kAuto) {

@@ -1,8 +1,9 @@
 """precision="int8" (8-bit Q.K^T, docs/kernel.md) through the Python entry points:
 tilesplash.attention (NumPy and torch), VideoAttention and diffusers.enable. The
 int8 output is close to the float64 reference (cosine >= 0.999, small relative L2)
-and is not the default path's output (the int8 path really ran); bad values raise
-ValueError naming `precision`. The exact checks of the int8 path per SIMD target
+and is not the default path's output (the int8 path really ran), also on the
+hard inputs of issue 27 (outlier channels, outlier entries, a sharp softmax, an
+offset on Q); bad values raise ValueError naming `precision`. The exact checks of the int8 path per SIMD target
 are the C++ tests (tests/int8_attention_test.cc)."""
 
 from __future__ import annotations
@@ -51,6 +52,40 @@ def test_numpy_int8_is_close_to_the_float64_reference(spec):
         again = tilesplash.attention(q, k, v, mask=spec, precision="int8", threads=threads,
                                      block_q=64, block_kv=64)
         assert np.array_equal(again, out)
+
+
+def _hard(kind, n=512, d=128, seed=5):
+    """[1, 1, N, d] f32 inputs of issue 27's accuracy table."""
+    rng = np.random.default_rng(seed)
+    q, k, v = (rng.standard_normal((1, 1, n, d)).astype(np.float32) for _ in range(3))
+    if kind == "key_channels_20x":
+        k[..., :4] *= 20
+    elif kind == "query_channels_20x":
+        q[..., :4] *= 20
+    elif kind == "key_entries_25x":
+        k[rng.random(k.shape) < 0.002] *= 25
+    elif kind == "sharp_10x":
+        q *= 10
+        k *= 10
+    elif kind == "query_offset_100":
+        q += 100
+    elif kind == "opposed_channels_50x":
+        q[..., :2] *= 50
+        k[..., 2:4] *= 50
+    return q, k, v
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "key_channels_20x", "query_channels_20x",
+                                  "key_entries_25x", "sharp_10x", "query_offset_100",
+                                  "opposed_channels_50x"])
+def test_int8_keeps_its_accuracy_on_hard_inputs(kind):
+    q, k, v = _hard(kind)
+    out, lse = tilesplash.attention(q, k, v, mask="dense", precision="int8", return_lse=True)
+    want, want_lse = reference_attention(q[0], k[0], v[0], np.ones((512, 512), dtype=bool))
+    cosine, _ = _cosine_and_rel_l2(out[0], want)
+    assert cosine >= 0.999, cosine
+    if kind == "sharp_10x":  # too sharp for 8 bits: its tiles run in f32, the LSE with them
+        np.testing.assert_allclose(lse[0], want_lse, rtol=0, atol=0.01)
 
 
 @pytest.mark.parametrize("bad", ["fp8", "INT8", "", None, 8])

@@ -29,41 +29,73 @@ std::int8_t quantize_value(float x, float inverse) {
   return static_cast<std::int8_t>(std::clamp(std::nearbyint(scaled), -127.0f, 127.0f));
 }
 
+namespace {
+
+// The mean: per block of rows a double sum in row order, the blocks' sums
+// added in block order, divided by the row count, rounded to float.
+std::vector<float> mean_of(const TensorView& t, std::int64_t head) {
+  const std::int64_t d = t.dim;
+  std::vector<double> total(static_cast<std::size_t>(d), 0.0);
+  for (std::int64_t r0 = 0; r0 < t.len; r0 += kInt8KeyBlock) {
+    std::vector<double> block(static_cast<std::size_t>(d), 0.0);
+    for (std::int64_t r = r0; r < std::min(t.len, r0 + kInt8KeyBlock); ++r) {
+      for (std::int64_t c = 0; c < d; ++c) block[c] += element(t, head, r, c);
+    }
+    for (std::int64_t c = 0; c < d; ++c) total[c] += block[c];
+  }
+  std::vector<float> mean(static_cast<std::size_t>(d));
+  for (std::int64_t c = 0; c < d; ++c) {
+    mean[c] = static_cast<float>(total[c] / static_cast<double>(t.len));
+  }
+  return mean;
+}
+
+float channel_amax(const TensorView& t, std::int64_t head, std::int64_t c, float mean) {
+  float amax = 0.0f;
+  for (std::int64_t r = 0; r < t.len; ++r) {
+    amax = std::max(amax, std::fabs(element(t, head, r, c) - mean));
+  }
+  return amax;
+}
+
+// m = 2^round(log2(a / b) / 2), exponent within +-24; 1 when a or b is 0.
+float migration_of(float a, float b) {
+  if (!(a > 0.0f) || !(b > 0.0f) || !std::isfinite(a) || !std::isfinite(b)) return 1.0f;
+  const double e = std::nearbyint(0.5 * std::log2(static_cast<double>(a) / b));
+  return std::ldexp(1.0f, static_cast<int>(std::clamp(e, -24.0, 24.0)));
+}
+
+}  // namespace
+
 QuantizedHead quantize_head(const TensorView& q, const TensorView& k, std::int64_t head) {
   const std::int64_t d = q.dim;
   QuantizedHead h;
   h.d = d;
-  // The mean: per block of keys a double sum in key order, the blocks' sums
-  // added in block order, divided by the key count, rounded to float.
-  std::vector<double> total(static_cast<std::size_t>(d), 0.0);
-  for (std::int64_t key0 = 0; key0 < k.len; key0 += kInt8KeyBlock) {
-    std::vector<double> block(static_cast<std::size_t>(d), 0.0);
-    for (std::int64_t key = key0; key < std::min(k.len, key0 + kInt8KeyBlock); ++key) {
-      for (std::int64_t c = 0; c < d; ++c) block[c] += element(k, head, key, c);
-    }
-    for (std::int64_t c = 0; c < d; ++c) total[c] += block[c];
-  }
-  h.mean.resize(static_cast<std::size_t>(d));
+  h.mean = mean_of(k, head);
+  h.mean_q = mean_of(q, head);
   for (std::int64_t c = 0; c < d; ++c) {
-    h.mean[c] = static_cast<float>(total[c] / static_cast<double>(k.len));
+    h.mul.push_back(
+        migration_of(channel_amax(q, head, c, h.mean_q[c]), channel_amax(k, head, c, h.mean[c])));
   }
+  const auto k_value = [&](std::int64_t key, std::int64_t c) {
+    return (element(k, head, key, c) - h.mean[c]) * h.mul[c];
+  };
+  const auto q_value = [&](std::int64_t i, std::int64_t c) {
+    return (element(q, head, i, c) - h.mean_q[c]) * (1.0f / h.mul[c]);
+  };
 
   h.k8.resize(static_cast<std::size_t>(k.len * d));
-  for (std::int64_t key0 = 0; key0 < k.len; key0 += kInt8KeyBlock) {
-    const std::int64_t key1 = std::min(k.len, key0 + kInt8KeyBlock);
+  for (std::int64_t key = 0; key < k.len; ++key) {
     float amax = 0.0f;
-    for (std::int64_t key = key0; key < key1; ++key) {
-      for (std::int64_t c = 0; c < d; ++c) {
-        amax = std::max(amax, std::fabs(element(k, head, key, c) - h.mean[c]));
-      }
-    }
+    for (std::int64_t c = 0; c < d; ++c) amax = std::max(amax, std::fabs(k_value(key, c)));
     const Scale s = scale_of(amax);
     h.k_scale.push_back(s.scale);
-    for (std::int64_t key = key0; key < key1; ++key) {
-      for (std::int64_t c = 0; c < d; ++c) {
-        h.k8[key * d + c] = quantize_value(element(k, head, key, c) - h.mean[c], s.inverse);
-      }
+    double bias = 0.0;
+    for (std::int64_t c = 0; c < d; ++c) {
+      h.k8[key * d + c] = quantize_value(k_value(key, c), s.inverse);
+      bias += static_cast<double>(element(k, head, key, c) - h.mean[c]) * h.mean_q[c];
     }
+    h.bias.push_back(static_cast<float>(bias));
   }
 
   h.q8.resize(static_cast<std::size_t>(q.len * d));
@@ -71,15 +103,13 @@ QuantizedHead quantize_head(const TensorView& q, const TensorView& k, std::int64
     float amax = 0.0f;
     double offset = 0.0;
     for (std::int64_t c = 0; c < d; ++c) {
-      amax = std::max(amax, std::fabs(element(q, head, i, c)));
+      amax = std::max(amax, std::fabs(q_value(i, c)));
       offset += static_cast<double>(element(q, head, i, c)) * h.mean[c];
     }
     const Scale s = scale_of(amax);
     h.q_scale.push_back(s.scale);
     h.q_offset.push_back(offset);
-    for (std::int64_t c = 0; c < d; ++c) {
-      h.q8[i * d + c] = quantize_value(element(q, head, i, c), s.inverse);
-    }
+    for (std::int64_t c = 0; c < d; ++c) h.q8[i * d + c] = quantize_value(q_value(i, c), s.inverse);
   }
   return h;
 }
@@ -91,7 +121,7 @@ std::int32_t QuantizedHead::dot(std::int64_t i, std::int64_t j) const {
 }
 
 double QuantizedHead::score(std::int64_t i, std::int64_t j) const {
-  return static_cast<double>(dot(i, j)) * q_scale[i] * k_scale[j / kInt8KeyBlock];
+  return static_cast<double>(dot(i, j)) * q_scale[i] * k_scale[j] + bias[j];
 }
 
 ReferenceHead int8_reference_attention(const Mask& mask, const TensorView& q, const TensorView& k,
