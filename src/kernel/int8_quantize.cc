@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace tilesplash::kernel::int8 {
 namespace {
@@ -27,10 +28,13 @@ void finish_mean(const double* block_sums, std::int64_t blocks, std::int64_t d, 
 }
 
 void add_row_range(const float* row, std::int64_t d, double* sums, float* lo, float* hi) {
+  // Selects, not conditional stores, so that the compiler vectorizes the
+  // channels (each independent: the same bits as one channel at a time).
   for (std::int64_t c = 0; c < d; ++c) {
-    sums[c] += static_cast<double>(row[c]);
-    if (!(row[c] >= lo[c]) && !std::isnan(lo[c])) lo[c] = row[c];  // NaN wins and stays
-    if (!(row[c] <= hi[c]) && !std::isnan(hi[c])) hi[c] = row[c];
+    const float x = row[c], l = lo[c], h = hi[c];
+    sums[c] += static_cast<double>(x);
+    lo[c] = !(x >= l) && l == l ? x : l;  // NaN wins and stays
+    hi[c] = !(x <= h) && h == h ? x : h;
   }
 }
 
@@ -62,12 +66,29 @@ float migration(float q_amax, float k_amax) {
 }
 
 float centred_amax(const float* x, const float* mean, const float* mul, std::int64_t d) {
-  float amax = 0.0f;
-  for (std::int64_t c = 0; c < d; ++c) {
-    const float v = std::fabs(centred(x, mean, mul, c));
-    if (!(v <= amax)) amax = v;  // NaN wins and stays
+  // kLanes running maxima, one per channel modulo kLanes, then one across
+  // them: the maximum of non-negative floats is exact in any order, so this
+  // is the same value as one running maximum, and the lanes vectorize. A NaN
+  // anywhere makes the result NaN, as before.
+  constexpr int kLanes = 16;
+  float lanes[kLanes] = {};
+  bool nan = false;
+  std::int64_t c = 0;
+  for (; c + kLanes <= d; c += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      const float v = std::fabs(centred(x, mean, mul, c + l));
+      nan |= v != v;
+      lanes[l] = v > lanes[l] ? v : lanes[l];
+    }
   }
-  return amax;
+  for (; c < d; ++c) {
+    const float v = std::fabs(centred(x, mean, mul, c));
+    nan |= v != v;
+    lanes[0] = v > lanes[0] ? v : lanes[0];
+  }
+  float amax = 0.0f;
+  for (const float v : lanes) amax = v > amax ? v : amax;
+  return nan ? std::numeric_limits<float>::quiet_NaN() : amax;
 }
 
 Scale scale_for(float amax) {
