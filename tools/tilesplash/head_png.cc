@@ -6,10 +6,10 @@
 #include <cmath>
 #include <map>
 
+#include "canvas.h"
+
 namespace tilesplash::cli {
 namespace {
-
-using Rgb = std::array<std::uint8_t, 3>;
 
 // Colour-blind safe (Paul Tol's bright scheme), by family in order of appearance.
 constexpr std::array<Rgb, 7> kFamilies = {{{68, 119, 170},
@@ -19,41 +19,12 @@ constexpr std::array<Rgb, 7> kFamilies = {{{68, 119, 170},
                                            {102, 204, 238},
                                            {170, 51, 119},
                                            {187, 187, 187}}};
-constexpr Rgb kBackground = {255, 255, 255};
 constexpr Rgb kMissing = {200, 200, 200};
 constexpr Rgb kMissed = {255, 221, 0};  // yellow, seen on any red
 
 std::uint8_t level(double x) {
   return static_cast<std::uint8_t>(std::lround(255.0 * std::clamp(x, 0.0, 1.0)));
 }
-
-class Canvas {
- public:
-  Canvas(std::int64_t width, std::int64_t height) {
-    image_.width = width;
-    image_.height = height;
-    image_.pixels.resize(static_cast<std::size_t>(width * height * 3));
-    fill(0, 0, width, height, kBackground);
-  }
-  void fill(std::int64_t x0, std::int64_t y0, std::int64_t w, std::int64_t h, const Rgb& c) {
-    for (std::int64_t y = y0; y < y0 + h; ++y) {
-      for (std::int64_t x = x0; x < x0 + w; ++x) {
-        std::copy(c.begin(), c.end(), image_.pixels.begin() + (y * image_.width + x) * 3);
-      }
-    }
-  }
-  void frame(std::int64_t x0, std::int64_t y0, std::int64_t side, const Rgb& c) {
-    const std::int64_t t = std::max<std::int64_t>(1, side / 8);
-    fill(x0, y0, side, t, c);
-    fill(x0, y0 + side - t, side, t, c);
-    fill(x0, y0, t, side, c);
-    fill(x0 + side - t, y0, t, side, c);
-  }
-  RgbImage take() { return std::move(image_); }
-
- private:
-  RgbImage image_;
-};
 
 }  // namespace
 

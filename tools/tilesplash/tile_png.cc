@@ -13,16 +13,15 @@
 #include <memory>
 #include <stdexcept>
 
+#include "canvas.h"
 #include "tilesplash/output_set.h"
 
 namespace tilesplash::cli {
 namespace {
 
-using Rgb = std::array<std::uint8_t, 3>;
 constexpr Rgb kEmpty = {0xee, 0xee, 0xee};
 constexpr Rgb kPartial = {0xf2, 0x8e, 0x2b};
 constexpr Rgb kFull = {0x1f, 0x4e, 0x9c};
-constexpr Rgb kBackground = {0xff, 0xff, 0xff};
 constexpr Rgb kTick = {0x55, 0x55, 0x55};
 constexpr Rgb kGuide = {0xc8, 0xc8, 0xc8};
 constexpr Rgb kText = {0x2c, 0xa0, 0x2c};
@@ -42,32 +41,6 @@ std::uint8_t rank(TileKind kind) {
       return 0;
   }
 }
-
-class Canvas {
- public:
-  Canvas(std::int64_t width, std::int64_t height) {
-    image_.width = width;
-    image_.height = height;
-    image_.pixels.resize(static_cast<std::size_t>(width * height * 3));
-    fill(0, 0, width, height, kBackground);
-  }
-  void set(std::int64_t x, std::int64_t y, const Rgb& c) {
-    if (x < 0 || y < 0 || x >= image_.width || y >= image_.height) return;
-    std::copy(c.begin(), c.end(), image_.pixels.begin() + (y * image_.width + x) * 3);
-  }
-  bool is(std::int64_t x, std::int64_t y, const Rgb& c) const {
-    if (x < 0 || y < 0 || x >= image_.width || y >= image_.height) return false;
-    return std::equal(c.begin(), c.end(), image_.pixels.begin() + (y * image_.width + x) * 3);
-  }
-  void fill(std::int64_t x0, std::int64_t y0, std::int64_t w, std::int64_t h, const Rgb& c) {
-    for (std::int64_t y = y0; y < y0 + h; ++y)
-      for (std::int64_t x = x0; x < x0 + w; ++x) set(x, y, c);
-  }
-  RgbImage take() { return std::move(image_); }
-
- private:
-  RgbImage image_;
-};
 
 }  // namespace
 
