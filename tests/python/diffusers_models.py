@@ -25,6 +25,10 @@ class Tiny:
     video: tuple[int, int, int]  # latent frames, height, width after patching
     text: int = 0  # tokens joined to the video in self-attention
     layers: int = 2  # switched self-attention modules
+    # "equals the native output" within this relative error (test_diffusers.py
+    # argues 1e-5 for exact f32 attention); larger only where the tiny model
+    # amplifies attention's summation-order differences, measured, said where set.
+    dense_tolerance: float = 1e-5
 
     def build(self):
         torch.manual_seed(0)
@@ -369,7 +373,11 @@ CASES = [
     Tiny("CosmosTransformer3DModel", _cosmos, _cosmos_inputs, (3, 4, 4)),
     Tiny("AllegroTransformer3DModel", _allegro, _allegro_inputs, (3, 4, 4)),
     Tiny("EasyAnimateTransformer3DModel", _easyanimate, _easyanimate_inputs, (3, 4, 4), text=6),
-    Tiny("Kandinsky5Transformer3DModel", _kandinsky, kandinsky_inputs, (3, 8, 8)),
+    # Its zero-initialised gates randomised (std 0.2) amplify a 2.7e-7 per-call
+    # attention difference to 2.0e-5 at the output (SIMD kernel, Intel Xeon; the
+    # same model's native SDPA against its math backend differs by 1.9e-7).
+    Tiny("Kandinsky5Transformer3DModel", _kandinsky, kandinsky_inputs, (3, 8, 8),
+         dense_tolerance=1e-4),
 ]
 
 BY_NAME = {case.name: case for case in CASES}
