@@ -133,7 +133,7 @@ VideoAttention::Impl::Impl(const VideoGeometry& g, VideoAttentionOptions o,
       candidates(make_candidates()),
       context(c ? std::move(c) : std::make_shared<ThreadingContext>()),
       threads(context->resolve(options.threads)),
-      runner(context) {
+      backend(make_backend("cpu", context)) {
   for (const MaskCandidate& c : candidates) candidate_masks.push_back(c.mask);
   if (options.force) {
     const std::vector<std::string> names = force_names(options);
@@ -238,7 +238,7 @@ std::vector<RouteDecision> VideoAttention::Impl::route(
   }
   std::vector<double> power;
   std::vector<std::vector<double>> mse =
-      router.score(runner, q, k, v, keys ? keys->mask : Mask::dense(), masks, rows,
+      router.score(*backend, q, k, v, keys ? keys->mask : Mask::dense(), masks, rows,
                    options.blocks.block_kv, attention_options(false), nullptr, &power);
   std::vector<RouteDecision> decisions;
   const RoutePolicy policy{options.density_budget, options.error};
