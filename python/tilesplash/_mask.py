@@ -12,7 +12,7 @@ import operator
 from functools import lru_cache
 
 from . import _core
-from ._tensors import INT64_MAX, check_bool, check_float, check_int
+from ._checks import INT64_MAX, check_bool, check_float, check_int
 
 _INT64_MIN = -(2**63)
 

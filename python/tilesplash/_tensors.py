@@ -38,16 +38,6 @@ def check_layout(layout) -> str:
     return layout
 
 
-PRECISIONS = ("default", "int8")
-
-
-def check_precision(precision) -> str:
-    """"default" or "int8" (8-bit Q.K^T, docs/kernel.md); ValueError naming it otherwise."""
-    if not isinstance(precision, str) or precision not in PRECISIONS:
-        raise ValueError(f"precision: expected 'default' or 'int8', got {precision!r}")
-    return precision
-
-
 def _torch_dtype_name(dtype) -> str | None:
     torch = torch_module()
     return {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}.get(dtype)
@@ -187,92 +177,3 @@ def call_arrays(kind: str, q, k, v, layout: str):
     pairs = [numpy_desc(x, name) for x, name in ((q, "q"), (k, "k"), (v, "v"))]
     descs = [desc for desc, _ in pairs] + [numpy_out_desc(out, "out")]
     return descs, lse.__array_interface__["data"][0], out, lse, [held for _, held in pairs]
-
-
-INT64_MAX = 2**63 - 1
-INT32_MAX = 2**31 - 1
-MAX_THREADS = _core.MAX_THREADS  # threads of a call or a context: 0 (every core) to this
-
-
-def check_int(value, name: str, minimum: int, allow_none: bool = False, maximum: int = INT64_MAX):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        expected = "an int or None" if allow_none else "an int"
-        raise TypeError(f"{name}: expected {expected}, got {type(value).__name__}")
-    value = int(value)
-    if not minimum <= value <= maximum:
-        raise ValueError(f"{name}: expected an int in [{_shown(minimum)}, {_shown(maximum)}], "
-                         f"got {value}")
-    return value
-
-
-def _shown(bound: int) -> str:
-    """A range end as messages print it: the int64 / uint64 limits by name."""
-    return {INT64_MAX: "2^63 - 1", -INT64_MAX - 1: "-2^63", 2**64 - 1: "2^64 - 1"}.get(bound,
-                                                                                   str(bound))
-
-
-FLEX_BLOCK_MULTIPLE = 16
-
-
-def check_blocks(block_q, block_kv, flex: bool = False):
-    """None (the tuned choice) or the kernel's tile sizes: block_q in [1, 4096], block_kv a
-    multiple of 64 in [64, 1024] (kernel_limits.h). flex: FlexAttention's, both multiples
-    of 16 in [16, 4096] (its GPU kernels tile a block by 16 to 128 rows and keys)."""
-    if flex:
-        top, step = _core.MAX_BLOCK_Q, FLEX_BLOCK_MULTIPLE
-        checked = []
-        for value, name in ((block_q, "block_q"), (block_kv, "block_kv")):
-            value = check_int(value, name, step, allow_none=True, maximum=top)
-            if value is not None and value % step:
-                raise ValueError(f"{name}: the flex backend needs a multiple of {step} in "
-                                 f"[{step}, {top}], got {value}")
-            checked.append(value)
-        return tuple(checked)
-    block_q = check_int(block_q, "block_q", 1, allow_none=True, maximum=_core.MAX_BLOCK_Q)
-    step, top = _core.BLOCK_KV_MULTIPLE, _core.MAX_BLOCK_KV
-    if block_kv is not None:
-        check_int(block_kv, "block_kv", step, maximum=top)
-        if block_kv % step:
-            raise ValueError(f"block_kv: expected a multiple of {step} in [{step}, {top}], got "
-                             f"{block_kv}")
-        block_kv = int(block_kv)
-    return block_q, block_kv
-
-
-def check_bool(value, name: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name}: expected True or False, got {type(value).__name__}")
-    return bool(value)
-
-
-def check_float(value, name: str, expected: str) -> float:
-    """A real number (int or float, not bool) as a float; `expected` says its range."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name}: expected {expected}, got {type(value).__name__}")
-    try:
-        return float(value)
-    except OverflowError:
-        raise ValueError(f"{name}: expected {expected}, got an int beyond the float range") from None
-
-
-# The scales the kernel's float32 can use, as plain float comparisons (no
-# NumPy: torch.compile traces this check). Above MIN_SCALE a scale rounds to a
-# float32 > 0; MAX_SCALE is the largest float32 whose product with log2(e),
-# which the kernel folds into its exponent in float32, is finite
-# (kernel_limits::kMaxScale).
-MIN_SCALE = 2.0**-150  # exclusive: it rounds to 0 in float32
-MAX_SCALE = 2.3586574359122396e38  # inclusive
-
-
-def check_scale(scale):
-    """None, or a scale in (MIN_SCALE, MAX_SCALE]: > 0 once rounded to float32,
-    and scale * log2(e) finite in float32."""
-    if scale is None:
-        return None
-    value = check_float(scale, "scale", "a positive float or None")
-    if not MIN_SCALE < value <= MAX_SCALE:  # NaN fails too
-        raise ValueError(f"scale: expected a value in (2^-150, {MAX_SCALE:.8g}] (> 0 in "
-                         f"float32, scale * log2(e) within float32), got {value}")
-    return value

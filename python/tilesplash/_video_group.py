@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from . import _dist
 from ._dist.agreement import gather_objects
+from ._layouts import from_bnhd, lse_to_layout
 
 _WHO = "tilesplash.VideoAttention"
 
@@ -84,7 +85,7 @@ def group_forward(attention, group, timeout, q, k, v, layer, step, layout, retur
         raise RuntimeError(f"{_WHO}: rank(s) {[r for r, _ in failed]} of {ctx.size} failed "
                            f"running their heads ({failed[0][1]}); no rank has an output")
     out, lse = exchange.to_sequence(out, lse if return_lse else None)
-    out = _dist.from_bnhd(out, call.layout)
+    out = from_bnhd(out, call.layout)
     merged = dict(report if report is not None else
                   next((x["report"] for x in everyone if x["report"] is not None), {}))
     if report is None:  # this rank ran no head: its own timings are zero
@@ -96,5 +97,5 @@ def group_forward(attention, group, timeout, q, k, v, layer, step, layout, retur
     merged["group"] = {"rank": ctx.rank, "size": ctx.size, "heads": (h0, h1),
                        "shards": list(shards.sizes)}
     if return_lse:
-        return out, _dist.lse_from_bhn(lse, call.layout), merged
+        return out, lse_to_layout(lse, call.layout), merged
     return out, merged

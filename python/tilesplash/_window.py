@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from . import _core
 from ._mask import Mask
-from ._tensors import INT64_MAX, check_int
+from ._checks import INT64_MAX, check_int
 
 
 def seq_len(x, layout: str) -> int:
