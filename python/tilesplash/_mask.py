@@ -300,3 +300,8 @@ def spec_of(mask) -> str:
     if isinstance(mask, str):
         return mask
     raise TypeError(f"mask: expected a SPEC string or a tilesplash.Mask, got {type(mask).__name__}")
+
+
+def core_mask(mask) -> _core.Mask:
+    """The library's Mask behind a Mask or a SPEC string (what _core functions take)."""
+    return as_mask(mask)._core

@@ -21,6 +21,7 @@ from ._dist.group import check_timeout
 from ._mask import Mask
 from ._methods import check_method, method_flag, method_names
 from ._threading import check_context, core_of
+from ._video_group import GroupForward
 from ._tensors import call_arrays, check_layout, check_qkv
 
 
@@ -28,7 +29,7 @@ METHODS = method_names()
 """The registered method names (tilesplash.methods()), kept for callers of this constant."""
 
 
-class VideoAttention:
+class VideoAttention(GroupForward):
     """Routed sparse attention over every head of a layer of a video model.
 
     method chooses the masks, one of tilesplash.methods() (docs/masks.md defines each):
@@ -315,10 +316,8 @@ class VideoAttention:
         if self._group is not None:
             # Checked inside the ranks' agreement: a bad argument on one rank makes every
             # rank raise at once, naming it, instead of leaving the others to time out.
-            from ._video_group import group_forward
-
-            return group_forward(self, self._group, self._timeout, q, k, v, layer, step, layout,
-                                 return_lse, key_lengths)
+            return self._group_forward(self._group, self._timeout, q, k, v, layer, step, layout,
+                                       return_lse, key_lengths)
         layout, layer, step, return_lse, key_lengths = self._check_call(
             q, layer, step, layout, return_lse, key_lengths)
         result = self._forward_local(q, k, v, layer, step, layout, return_lse, key_lengths)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .._backends import Backend, check_backend, resolve
-from .._mask import _parse, as_mask
+from .._mask import _parse, as_mask, core_mask
 from .._checks import MAX_THREADS, check_int, check_scale
 from .._tensors import check_layout, check_qkv
 from .._threading import check_context
@@ -119,7 +119,7 @@ def agree(ctx: Group, local: Call | None, description, error: Exception | None) 
     shards = SequenceShards(tuple(int(x[1]) for x in rows))
     if shards.total == 0:
         return shards
-    local.mask._core.check_lengths(shards.total, shards.total)
+    core_mask(local.mask).check_lengths(shards.total, shards.total)
     return shards
 
 
