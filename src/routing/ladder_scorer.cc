@@ -26,24 +26,23 @@ inline float to_f32(std::uint16_t bits) {  // bf16: the high half of an f32
 
 // Q.K^T of one pair in kLanes fixed-order partial sums (vectorisable, and the
 // same sum whichever thread computes it).
-template <typename T>
-float dot(const float* q, const T* k, std::int64_t d) {
+float dot(const float* q, const float* k, std::int64_t d) {
   float part[kLanes] = {};
   for (std::int64_t t = 0; t < d; t += kLanes) {
-    for (std::int64_t u = 0; u < kLanes; ++u) part[u] += q[t + u] * to_f32(k[t + u]);
+    for (std::int64_t u = 0; u < kLanes; ++u) part[u] += q[t + u] * k[t + u];
   }
   return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
 }
 
-template <typename T>
-void axpy(float p, const T* v, float* acc, std::int64_t dv) {
-  for (std::int64_t t = 0; t < dv; ++t) acc[t] += p * to_f32(v[t]);
+void axpy(float p, const float* v, float* acc, std::int64_t dv) {
+  for (std::int64_t t = 0; t < dv; ++t) acc[t] += p * v[t];
 }
 
 // Keys per block of the walk: every track (a sampled row's ladder) visits a
-// block in turn, so the block's K and V rows are read from memory once for all
-// the head's sampled rows, as the kernel's tiles are.
-constexpr std::int64_t kKeyBlock = 128;
+// block in turn, so the block's K and V rows are converted to f32 and read
+// from memory once for all the head's sampled rows, and stay in L1 (32 keys of
+// d = dv = 128: 32 KiB) while they do.
+constexpr std::int64_t kKeyBlock = 32;
 
 // One sampled row's walk over one chain: the keys [begin, end) of its hull,
 // each with its ring (level[i] < rings) or none (level[i] >= rings). A row on
@@ -64,6 +63,7 @@ struct Scratch {
   std::vector<Track> tracks;
   std::vector<float> max, sum, acc;  // per (track, ring); acc [.., dv]
   std::vector<float> score, block_max;
+  std::vector<float> kb, vb;  // the current key block's K and V rows in f32
   std::vector<std::uint8_t> ring;
   std::vector<std::int64_t> key;
   std::vector<double> out, rung_err;
@@ -143,9 +143,8 @@ void make_tracks(const Inputs& in, const std::vector<std::size_t>& chain, Scratc
 // The keys [k0, k1) of one track into its rings' online-softmax states: the
 // block's scores, each ring's maximum raised once (its sum and weighted V
 // rescaled), then the weights.
-template <typename T>
-void walk_block(const Inputs& in, std::int64_t h, const Track& t, std::int64_t k0, std::int64_t k1,
-                Scratch& s) {
+void walk_block(const Inputs& in, const Track& t, std::int64_t block, std::int64_t k0,
+                std::int64_t k1, Scratch& s) {
   const std::int64_t d = in.q.dim, dv = in.v.dim;
   const float* q = s.q.data() + t.row * d;
   const std::uint8_t* level = s.level.data() + t.level + (k0 - t.begin);  // from key k0
@@ -156,7 +155,7 @@ void walk_block(const Inputs& in, std::int64_t h, const Track& t, std::int64_t k
   for (std::int64_t k = k0; k < k1; ++k) {
     const std::uint8_t ring = level[k - k0];
     if (ring >= t.rings) continue;
-    const float score = in.scale * dot(q, row_of<T>(in.k, h, k), d);
+    const float score = in.scale * dot(q, s.kb.data() + (k - block) * d, d);
     s.key.push_back(k);
     s.ring.push_back(ring);
     s.score.push_back(score);
@@ -178,7 +177,8 @@ void walk_block(const Inputs& in, std::int64_t h, const Track& t, std::int64_t k
     const std::size_t at = t.state + s.ring[i];
     const float p = std::exp(s.score[i] - s.max[at]);
     s.sum[at] += p;
-    axpy(p, row_of<T>(in.v, h, s.key[i]), s.acc.data() + at * static_cast<std::size_t>(dv), dv);
+    axpy(p, s.vb.data() + (s.key[i] - block) * dv, s.acc.data() + at * static_cast<std::size_t>(dv),
+         dv);
   }
 }
 
@@ -234,9 +234,20 @@ void score_chain(const Inputs& in, std::int64_t h, const std::vector<std::size_t
   }
   for (std::int64_t k0 = first; k0 < last; k0 += kKeyBlock) {
     const std::int64_t k1 = std::min(k0 + kKeyBlock, last);
+    // The block's K and V rows in f32, contiguous: converted once for all rows.
+    s.kb.resize(static_cast<std::size_t>(kKeyBlock * d));
+    s.vb.resize(static_cast<std::size_t>(kKeyBlock * dv));
+    for (std::int64_t k = k0; k < k1; ++k) {
+      const T* kr = row_of<T>(in.k, h, k);
+      const T* vr = row_of<T>(in.v, h, k);
+      float* kd = s.kb.data() + (k - k0) * d;
+      float* vd = s.vb.data() + (k - k0) * dv;
+      for (std::int64_t c = 0; c < d; ++c) kd[c] = to_f32(kr[c]);
+      for (std::int64_t c = 0; c < dv; ++c) vd[c] = to_f32(vr[c]);
+    }
     for (const Track& t : s.tracks) {
       const std::int64_t lo = std::max(k0, t.begin), hi = std::min(k1, t.end);
-      if (lo < hi) walk_block<T>(in, h, t, lo, hi, s);
+      if (lo < hi) walk_block(in, t, k0, lo, hi, s);
     }
   }
   for (const Track& t : s.tracks) {

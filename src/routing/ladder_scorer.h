@@ -8,7 +8,7 @@
 // per rung. A row on which a chain is not nested (checked on every row, key
 // by key) scores each of its rungs on its own: still exact, never wrong.
 //
-// The walk goes over keys in blocks of 128, each block visited by every
+// The walk goes over keys in blocks of 32, each block visited by every
 // sampled row of the head in turn (online softmax per ring), so K and V are
 // read from memory once per head and chain, not once per row. Scores and
 // weights are computed in f32 (Q.K^T in fixed-order partial sums, weights by
