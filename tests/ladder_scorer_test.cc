@@ -9,11 +9,13 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "routing/router.h"
 #include "tilesplash/backend.h"
 #include "tilesplash/routing.h"
+#include "tilesplash/tensor.h"
 #include "tilesplash/workload.h"
 
 namespace tilesplash {
@@ -180,6 +182,40 @@ TEST(LadderScorer, KeyPaddingAndRungsThatAreNotNested) {
   const auto walked = score(c, masks, keys, true, 1);
   expect_close(walked, score(c, masks, keys, false, 1), "not nested vs stacked");
   expect_close(walked, reference_mse(c, masks, keys), "not nested vs float64");
+}
+
+// bf16 inputs are walked too (widened to f32); the kernel's bf16 path rounds
+// its weights before P.V, so the two agree to about 1e-2 of the error here.
+TEST(LadderScorer, Bf16InputsAgreeWithTheStackedScoring) {
+  const Case c = make_case();
+  std::vector<std::uint16_t> q, k, v;
+  for (const auto& [from, to] : {std::pair{&c.q, &q}, std::pair{&c.k, &k}, std::pair{&c.v, &v}}) {
+    for (const float x : *from) to->push_back(float_to_bf16(x));
+  }
+  const auto view = [&](const std::vector<std::uint16_t>& data) {
+    return TensorView::contiguous(data.data(), DType::kBF16, c.heads, c.n, c.d);
+  };
+  AttentionOptions options;
+  options.check_finite = false;
+  ASSERT_TRUE(detail::ladder_scoring_applies(view(q), view(k), view(v), options));
+  auto context = std::make_shared<ThreadingContext>(2);
+  const auto backend = make_backend("cpu", context);
+  const std::vector<Mask> masks = masks_of(c);
+  detail::LadderScoring ladder{context.get(), detail::ladder_chains(c.candidates)};
+  std::vector<std::vector<double>> mse[2];
+  for (int walked = 0; walked < 2; ++walked) {
+    detail::Router router;
+    mse[walked] = router.score(*backend, view(q), view(k), view(v), Mask::dense(), masks, c.rows,
+                               64, options, nullptr, nullptr, walked ? &ladder : nullptr);
+  }
+  for (std::size_t h = 0; h < mse[0].size(); ++h) {
+    for (std::size_t i = 0; i < mse[0][h].size(); ++i) {
+      const double stacked = std::sqrt(mse[0][h][i]), walked = std::sqrt(mse[1][h][i]);
+      EXPECT_NEAR(walked, stacked, 1e-2 * stacked + 1e-4) << h << " " << i;
+    }
+  }
+  options.precision = Precision::kInt8;  // int8 Q.K^T stays on the kernel
+  EXPECT_FALSE(detail::ladder_scoring_applies(view(q), view(k), view(v), options));
 }
 
 TEST(LadderScorer, BitIdenticalForAnyThreadCount) {
