@@ -57,10 +57,16 @@ struct Track {
   std::size_t state = 0;  // offset of its first ring's state
 };
 
-struct Scratch {
-  std::vector<float> q;  // [rows, d] in f32
-  std::vector<std::uint8_t> keep, level;
+// A chain's tracks for every sampled row: the same for every head (masks and
+// rows are), so built once per call.
+struct ChainTracks {
   std::vector<Track> tracks;
+  std::vector<std::uint8_t> level;
+  std::size_t states = 0;
+};
+
+struct Scratch {
+  std::vector<float> q;              // [rows, d] in f32
   std::vector<float> max, sum, acc;  // per (track, ring); acc [.., dv]
   std::vector<float> score, block_max;
   std::vector<float> kb, vb;  // the current key block's K and V rows in f32
@@ -86,11 +92,13 @@ const T* row_of(const TensorView& t, std::int64_t h, std::int64_t n) {
 }
 
 // The tracks of one chain for every sampled row: hulls, rings, nesting.
-void make_tracks(const Inputs& in, const std::vector<std::size_t>& chain, Scratch& s) {
+void make_tracks(const Inputs& in, const std::vector<std::size_t>& chain, ChainTracks& s) {
   const std::size_t m = chain.size();
+  std::vector<std::uint8_t> keep;
   s.tracks.clear();
   s.level.clear();
-  std::size_t states = 0;
+  std::size_t& states = s.states;
+  states = 0;
   for (std::int64_t j = 0; j < static_cast<std::int64_t>(in.rows.size()); ++j) {
     const std::int64_t q = in.rows[static_cast<std::size_t>(j)];
     IndexRange hull{};
@@ -102,15 +110,15 @@ void make_tracks(const Inputs& in, const std::vector<std::size_t>& chain, Scratc
                  : IndexRange{std::min(hull.begin, part.begin), std::max(hull.end, part.end)};
     }
     const std::size_t n = static_cast<std::size_t>(hull.size());
-    s.keep.assign(m * n, 0);
+    keep.assign(m * n, 0);
     for (std::size_t i = 0; i < m && n > 0; ++i) {
-      in.masks[chain[i]].eval_row(q, hull.begin, hull.size(), s.keep.data() + i * n);
+      in.masks[chain[i]].eval_row(q, hull.begin, hull.size(), keep.data() + i * n);
     }
     // Nested: no key kept by rung i and dropped by rung i + 1. Then a key's
     // ring is the first rung that keeps it: m minus the rungs that keep it.
     std::uint8_t dropped = 0;
     for (std::size_t i = 0; i + 1 < m; ++i) {
-      const std::uint8_t* a = s.keep.data() + i * n;
+      const std::uint8_t* a = keep.data() + i * n;
       const std::uint8_t* b = a + n;
       for (std::size_t k = 0; k < n; ++k) dropped |= (a[k] != 0) & (b[k] == 0);
     }
@@ -119,7 +127,7 @@ void make_tracks(const Inputs& in, const std::vector<std::size_t>& chain, Scratc
       s.level.resize(offset + n, static_cast<std::uint8_t>(m));
       std::uint8_t* level = s.level.data() + offset;
       for (std::size_t i = 0; i < m; ++i) {
-        const std::uint8_t* a = s.keep.data() + i * n;
+        const std::uint8_t* a = keep.data() + i * n;
         for (std::size_t k = 0; k < n; ++k) level[k] -= a[k] != 0;
       }
       s.tracks.push_back({j, hull.begin, hull.end, offset, m, 0, states});
@@ -129,25 +137,22 @@ void make_tracks(const Inputs& in, const std::vector<std::size_t>& chain, Scratc
     for (std::size_t i = 0; i < m; ++i) {  // each rung on its own: one ring
       const std::size_t at = s.level.size();
       s.level.resize(at + n);
-      const std::uint8_t* a = s.keep.data() + i * n;
+      const std::uint8_t* a = keep.data() + i * n;
       for (std::size_t k = 0; k < n; ++k) s.level[at + k] = a[k] != 0 ? 0 : 1;
       s.tracks.push_back({j, hull.begin, hull.end, at, 1, i, states});
       states += 1;
     }
   }
-  s.max.assign(states, kNegInf);
-  s.sum.assign(states, 0.0f);
-  s.acc.assign(states * static_cast<std::size_t>(in.v.dim), 0.0f);
 }
 
 // The keys [k0, k1) of one track into its rings' online-softmax states: the
 // block's scores, each ring's maximum raised once (its sum and weighted V
 // rescaled), then the weights.
-void walk_block(const Inputs& in, const Track& t, std::int64_t block, std::int64_t k0,
-                std::int64_t k1, Scratch& s) {
+void walk_block(const Inputs& in, const ChainTracks& c, const Track& t, std::int64_t block,
+                std::int64_t k0, std::int64_t k1, Scratch& s) {
   const std::int64_t d = in.q.dim, dv = in.v.dim;
   const float* q = s.q.data() + t.row * d;
-  const std::uint8_t* level = s.level.data() + t.level + (k0 - t.begin);  // from key k0
+  const std::uint8_t* level = c.level.data() + t.level + (k0 - t.begin);  // from key k0
   s.key.clear();
   s.ring.clear();
   s.score.clear();
@@ -216,7 +221,7 @@ void merge_rings(const Scratch& s, const Track& t, const float* ref, std::int64_
 // err[row * candidates + candidate].
 template <typename T>
 void score_chain(const Inputs& in, std::int64_t h, const std::vector<std::size_t>& chain,
-                 Scratch& s, double* err, std::size_t candidates) {
+                 const ChainTracks& c, Scratch& s, double* err, std::size_t candidates) {
   const std::int64_t d = in.q.dim, dv = in.v.dim;
   const std::int64_t r = static_cast<std::int64_t>(in.rows.size());
   s.q.resize(static_cast<std::size_t>(r * d));
@@ -225,9 +230,11 @@ void score_chain(const Inputs& in, std::int64_t h, const std::vector<std::size_t
     for (std::int64_t c = 0; c < d; ++c)
       s.q[static_cast<std::size_t>(j * d + c)] = to_f32(q_row[c]);
   }
-  make_tracks(in, chain, s);
+  s.max.assign(c.states, kNegInf);
+  s.sum.assign(c.states, 0.0f);
+  s.acc.assign(c.states * static_cast<std::size_t>(dv), 0.0f);
   std::int64_t first = std::numeric_limits<std::int64_t>::max(), last = 0;
-  for (const Track& t : s.tracks) {
+  for (const Track& t : c.tracks) {
     if (t.begin >= t.end) continue;
     first = std::min(first, t.begin);
     last = std::max(last, t.end);
@@ -245,12 +252,12 @@ void score_chain(const Inputs& in, std::int64_t h, const std::vector<std::size_t
       for (std::int64_t c = 0; c < d; ++c) kd[c] = to_f32(kr[c]);
       for (std::int64_t c = 0; c < dv; ++c) vd[c] = to_f32(vr[c]);
     }
-    for (const Track& t : s.tracks) {
+    for (const Track& t : c.tracks) {
       const std::int64_t lo = std::max(k0, t.begin), hi = std::min(k1, t.end);
-      if (lo < hi) walk_block(in, t, k0, lo, hi, s);
+      if (lo < hi) walk_block(in, c, t, k0, lo, hi, s);
     }
   }
-  for (const Track& t : s.tracks) {
+  for (const Track& t : c.tracks) {
     const float* ref = in.reference + (h * in.reference_rows + t.row) * dv;
     s.rung_err.assign(t.rings, 0.0);
     merge_rings(s, t, ref, dv, s.out, s.rung_err.data());
@@ -308,16 +315,22 @@ void score_ladders(ThreadingContext& context, int threads, const TensorView& q, 
   const Inputs in{q, k, v, masks, rows, scale, reference, reference_rows};
   // Squared errors per (head, row, candidate): every item writes its own slots.
   std::vector<double> err(static_cast<std::size_t>(heads * r) * candidates, 0.0);
+  // Every chain's tracks (hulls, rings, nesting per sampled row): one item per chain.
+  std::vector<ChainTracks> tracks(chains.size());
+  context.run(threads, n_chains, [&](std::int64_t c, int) {
+    make_tracks(in, chains[static_cast<std::size_t>(c)], tracks[static_cast<std::size_t>(c)]);
+  });
   std::vector<Scratch> scratch(static_cast<std::size_t>(context.resolve(threads)));
   context.run(threads, heads * n_chains, [&](std::int64_t item, int worker) {
     Scratch& s = scratch[static_cast<std::size_t>(worker)];
     const std::int64_t h = item / n_chains;
-    const std::vector<std::size_t>& chain = chains[static_cast<std::size_t>(item % n_chains)];
+    const std::size_t chain_index = static_cast<std::size_t>(item % n_chains);
+    const std::vector<std::size_t>& chain = chains[chain_index];
     double* slots = err.data() + static_cast<std::size_t>(h * r) * candidates;
     if (q.dtype == DType::kF32) {
-      score_chain<float>(in, h, chain, s, slots, candidates);
+      score_chain<float>(in, h, chain, tracks[chain_index], s, slots, candidates);
     } else {
-      score_chain<std::uint16_t>(in, h, chain, s, slots, candidates);
+      score_chain<std::uint16_t>(in, h, chain, tracks[chain_index], s, slots, candidates);
     }
   });
   const double count = static_cast<double>(r * v.dim);
