@@ -21,14 +21,9 @@ shows whether it did. Timings are medians over --repeats forwards per mode.
     python bench/wan_block.py --frames 5 --height 8 --width 16 --repeats 3 --json
     python bench/wan_block.py --tokens 8190 --error 0.3 --report wan.json --plot wan.png
 
---error E adds a third mode after the pair: the same block with an error
-target (tilesplash.diffusers.enable(..., error=E), the default density
-ladder), run --repeats times once the pair is done; its handle's report is
-written to --report (JSON) and its picture to --plot (tilesplash.diffusers.plot,
-needs matplotlib), and each tilesplash mode's self-attention output is
-compared with native's (relative L2, ||sparse - native|| / ||native||, over the
-last forward of each mode), so the error target's error stands next to
---density's.
+--error E: a third mode after the pair, enable(..., error=E); its report to
+--report (JSON), its picture to --plot, and its self-attention relative L2
+error against native (last forwards) next to --density's.
 
 Measured: the block (self-attention, cross-attention or the text stream, FFN,
 norms), its self-attention module (projections, q/k norms, RoPE, attention,
@@ -255,7 +250,7 @@ def parse_args(argv):
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
     if not 0.0 < args.density <= 1.0:
         parser.error("--density must be in (0, 1]")
-    if args.error is not None and not (args.error > 0.0 and args.error < float("inf")):
+    if args.error is not None and not 0.0 < args.error < float("inf"):
         parser.error(f"--error must be a relative L2 error > 0, got {args.error}")
     if args.error is None and (args.report or args.plot):
         parser.error("--report and --plot write the error target's report: give --error too")
@@ -270,7 +265,7 @@ def relative_l2(sparse: torch.Tensor, native: torch.Tensor) -> float:
     return float(torch.linalg.vector_norm(a - b) / torch.linalg.vector_norm(b))
 
 
-def run_error_target(model, inputs, timers, attention, args, log) -> tuple[list[dict], list[dict]]:
+def run_error_target(model, inputs, timers, args, log) -> tuple[list[dict], list[dict]]:
     """--error: forwards with an error-target handle; its runs and its whole report
     (written to --report and drawn to --plot when given)."""
     import tilesplash.diffusers
@@ -348,7 +343,7 @@ def main(argv=None) -> dict:
             handle.remove()
             handle = None
         if args.error is not None:
-            runs["error"], error_report = run_error_target(model, inputs, timers, attention, args, log)
+            runs["error"], error_report = run_error_target(model, inputs, timers, args, log)
     finally:
         if handle is not None:
             handle.remove()
@@ -416,7 +411,8 @@ def main(argv=None) -> dict:
             "self_attention_s": median_of(runs["error"], "self_attention_s"),
             "routing_s": statistics.median(run["report"]["routing_seconds"] for run in runs["error"]),
             "mean_density": statistics.mean(head["density"] for head in heads),
-            "mean_sampled_error": statistics.mean([head["error"] for head in heads if head.get("error") is not None] or [float("nan")]),
+            "mean_sampled_error": statistics.mean(
+                [h["error"] for h in heads if h.get("error") is not None] or [float("nan")]),
             "target_missed": sum(head.get("target_met", True) is False for head in heads),
             "choices": [head["choice"] for head in heads],
             "self_attention_error": relative_l2(last["attn1_output"], runs["native"][-1]["attn1_output"]),
