@@ -11,6 +11,7 @@
 
 #include "clusters/cluster_internal.h"
 #include "routing/front_door.h"
+#include "routing/ladder_scorer.h"
 #include "tilesplash/routing.h"
 
 namespace tilesplash {
@@ -237,9 +238,12 @@ std::vector<RouteDecision> VideoAttention::Impl::route(
     for (Mask& mask : masks) mask = mask & keys->mask;
   }
   std::vector<double> power;
+  // An error target's ladder: each family's nested rungs scored incrementally.
+  detail::LadderScoring ladder{context.get(), {}};
+  if (options.error) ladder.chains = detail::ladder_chains(candidates);
   std::vector<std::vector<double>> mse =
       router.score(*backend, q, k, v, keys ? keys->mask : Mask::dense(), masks, rows,
-                   options.blocks.block_kv, attention_options(false), nullptr, &power);
+                   options.blocks.block_kv, attention_options(false), nullptr, &power, &ladder);
   std::vector<RouteDecision> decisions;
   const RoutePolicy policy{options.density_budget, options.error};
   for (std::size_t h = 0; h < mse.size(); ++h) {
