@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "routing/router.h"
+#include "support/targets.h"
 #include "tilesplash/backend.h"
 #include "tilesplash/routing.h"
 #include "tilesplash/tensor.h"
@@ -64,8 +65,9 @@ struct Case {
   }
 };
 
-Case make_case() {
+Case make_case(std::int64_t d = 32) {
   Case c;
+  c.d = d;
   c.n = kGeometry.tokens();
   WorkloadOptions wo = planted_band_options(c.heads, 3);
   wo.head_dim = c.d;
@@ -153,21 +155,30 @@ TEST(LadderScorer, ChainsGroupRungsByFamilyInDensityOrder) {
   EXPECT_TRUE(detail::ladder_chains(list).empty());
 }
 
-TEST(LadderScorer, MatchesStackedScoringAndFloat64Reference) {
-  const Case c = make_case();
-  const std::vector<Mask> masks = masks_of(c);
-  ASSERT_EQ(detail::ladder_chains(c.candidates).size(), 2u);  // spatial and temporal
-  const auto walked = score(c, masks, Mask::dense(), true, 2);
-  const auto stacked = score(c, masks, Mask::dense(), false, 2);
-  const auto exact = reference_mse(c, masks, Mask::dense());
-  expect_close(walked, stacked, "incremental vs stacked");
-  expect_close(walked, exact, "incremental vs float64");
-  expect_close(stacked, exact, "stacked vs float64");
-  // Not all zero: the rungs differ, and a wider one is closer to dense.
-  for (std::size_t h = 0; h < walked.size(); ++h) {
-    EXPECT_GT(walked[h][0], walked[h][walked[h].size() - 2]) << h;
+// Every SIMD target's walk loops (TargetOps::gather_dot / gather_axpy), at a
+// head dim of whole vectors and at one with a tail (24: not a multiple of 16).
+class LadderScorerPerTarget : public test::TargetTest {};
+
+TEST_P(LadderScorerPerTarget, MatchesStackedScoringAndFloat64Reference) {
+  for (const std::int64_t d : {32, 24}) {
+    SCOPED_TRACE("d " + std::to_string(d));
+    const Case c = make_case(d);
+    const std::vector<Mask> masks = masks_of(c);
+    ASSERT_EQ(detail::ladder_chains(c.candidates).size(), 2u);  // spatial and temporal
+    const auto walked = score(c, masks, Mask::dense(), true, 2);
+    const auto stacked = score(c, masks, Mask::dense(), false, 2);
+    const auto exact = reference_mse(c, masks, Mask::dense());
+    expect_close(walked, stacked, "incremental vs stacked");
+    expect_close(walked, exact, "incremental vs float64");
+    expect_close(stacked, exact, "stacked vs float64");
+    // Not all zero: the rungs differ, and a wider one is closer to dense.
+    for (std::size_t h = 0; h < walked.size(); ++h) {
+      EXPECT_GT(walked[h][0], walked[h][walked[h].size() - 2]) << h;
+    }
   }
 }
+
+TILESPLASH_INSTANTIATE_FOR_TARGETS(LadderScorerPerTarget);
 
 TEST(LadderScorer, KeyPaddingAndRungsThatAreNotNested) {
   Case c = make_case();

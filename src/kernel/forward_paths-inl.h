@@ -33,6 +33,8 @@ TargetOps target_ops_with(FmaLoop bf16_peak) {
   ops.bf16_peak = bf16_peak;
   ops.int8_peak = int8_peak_loop();
   ops.nearest_centroid = &nearest_centroid;
+  ops.gather_dot = &gather_dot;
+  ops.gather_axpy = &gather_axpy;
   ops.int8_dot = &int8_dot;
   ops.int8_dot_name = int8_dot_name();
   return ops;

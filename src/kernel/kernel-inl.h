@@ -14,5 +14,6 @@
 #include "kernel/int8_path-inl.h"
 #include "kernel/fma_peak-inl.h"
 #include "kernel/nearest_centroid-inl.h"
+#include "kernel/ladder_walk-inl.h"
 #include "kernel/forward_paths-inl.h"
 // clang-format on

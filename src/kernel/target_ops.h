@@ -31,6 +31,14 @@ using NearestCentroidFn = void (*)(const float* points, std::int64_t d, std::int
                                    std::int64_t end, const float* panels, const float* norms,
                                    std::int64_t k_padded, std::int32_t* labels);
 
+// The router's ladder walk (routing/ladder_scorer.cc, kernel/ladder_walk-inl.h):
+// out[i] = scale * q . keys[index[i] * d ...] for i < n, and acc[c] = acc[c] *
+// alpha + sum_i p[i] * values[index[i] * dv + c] for c < dv, keys in order.
+using GatherDotFn = void (*)(const float* q, const float* keys, std::int64_t d,
+                             const std::int32_t* index, std::int64_t n, float scale, float* out);
+using GatherAxpyFn = void (*)(const float* p, const float* values, std::int64_t dv,
+                              const std::int32_t* index, std::int64_t n, float alpha, float* acc);
+
 // out[i * keys + j] = sum_c q[i][c] * k[j][c] over d channels (a multiple of
 // 4, at most kMaxHeadDim), exactly, through the target's int8 packing and
 // Q.K^T micro-kernel: what the tests check every target's int8 arithmetic by.
@@ -48,6 +56,9 @@ struct TargetOps {
   FmaLoop int8_peak;
   // The assignment step of k-means (clusters/kmeans.cc).
   NearestCentroidFn nearest_centroid = nullptr;
+  // The router's ladder walk (routing/ladder_scorer.cc).
+  GatherDotFn gather_dot = nullptr;
+  GatherAxpyFn gather_axpy = nullptr;
   Int8DotFn int8_dot = nullptr;
   const char* int8_dot_name = "";  // the instructions of the int8 products, for reports
 };

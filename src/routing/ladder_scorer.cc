@@ -10,11 +10,12 @@
 #include <string>
 #include <utility>
 
+#include "kernel/isa_dispatch.h"
+
 namespace tilesplash::detail {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-constexpr std::int64_t kLanes = 8;  // head dims are multiples of 8 (kernel_limits.h)
 
 inline float to_f32(float x) { return x; }
 inline float to_f32(std::uint16_t bits) {  // bf16: the high half of an f32
@@ -22,20 +23,6 @@ inline float to_f32(std::uint16_t bits) {  // bf16: the high half of an f32
   float x;
   std::memcpy(&x, &wide, sizeof x);
   return x;
-}
-
-// Q.K^T of one pair in kLanes fixed-order partial sums (vectorisable, and the
-// same sum whichever thread computes it).
-float dot(const float* q, const float* k, std::int64_t d) {
-  float part[kLanes] = {};
-  for (std::int64_t t = 0; t < d; t += kLanes) {
-    for (std::int64_t u = 0; u < kLanes; ++u) part[u] += q[t + u] * k[t + u];
-  }
-  return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
-}
-
-void axpy(float p, const float* v, float* acc, std::int64_t dv) {
-  for (std::int64_t t = 0; t < dv; ++t) acc[t] += p * v[t];
 }
 
 // Keys per block of the walk: every track (a sampled row's ladder) visits a
@@ -66,16 +53,17 @@ struct ChainTracks {
 };
 
 struct Scratch {
-  std::vector<float> q;              // [rows, d] in f32
-  std::vector<float> max, sum, acc;  // per (track, ring); acc [.., dv]
-  std::vector<float> score, block_max;
-  std::vector<float> kb, vb;  // the current key block's K and V rows in f32
-  std::vector<std::uint8_t> ring;
-  std::vector<std::int64_t> key;
+  std::vector<float> q;                  // [rows, d] in f32
+  std::vector<float> max, sum, acc;      // per (track, ring); acc [.., dv]
+  std::vector<float> score;              // a block's kept keys' scores, then weights
+  std::vector<float> kb, vb;             // the current key block's K and V rows in f32
+  std::vector<std::int32_t> index;       // a block's kept keys, grouped by ring
+  std::vector<std::size_t> start, fill;  // each ring's first entry of index
   std::vector<double> out, rung_err;
 };
 
 struct Inputs {
+  const kernel::TargetOps& ops;  // the active SIMD target's walk loops
   const TensorView& q;
   const TensorView& k;
   const TensorView& v;
@@ -146,44 +134,48 @@ void make_tracks(const Inputs& in, const std::vector<std::size_t>& chain, ChainT
 }
 
 // The keys [k0, k1) of one track into its rings' online-softmax states: the
-// block's scores, each ring's maximum raised once (its sum and weighted V
-// rescaled), then the weights.
+// kept keys grouped by ring (each ring's in key order), their scores in one
+// call of the target's loop, then per ring its maximum raised once (its sum and
+// weighted V rescaled, folded into the weighted sum) and the weights.
 void walk_block(const Inputs& in, const ChainTracks& c, const Track& t, std::int64_t block,
                 std::int64_t k0, std::int64_t k1, Scratch& s) {
   const std::int64_t d = in.q.dim, dv = in.v.dim;
   const float* q = s.q.data() + t.row * d;
   const std::uint8_t* level = c.level.data() + t.level + (k0 - t.begin);  // from key k0
-  s.key.clear();
-  s.ring.clear();
-  s.score.clear();
-  s.block_max.assign(t.rings, kNegInf);
+  s.start.assign(t.rings + 1, 0);
+  for (std::int64_t k = k0; k < k1; ++k) {
+    if (level[k - k0] < t.rings) ++s.start[level[k - k0] + 1];
+  }
+  for (std::size_t r = 0; r < t.rings; ++r) s.start[r + 1] += s.start[r];
+  const std::size_t kept = s.start[t.rings];
+  if (kept == 0) return;
+  s.fill.assign(s.start.begin(), s.start.end() - 1);
+  s.index.resize(kept);
   for (std::int64_t k = k0; k < k1; ++k) {
     const std::uint8_t ring = level[k - k0];
-    if (ring >= t.rings) continue;
-    const float score = in.scale * dot(q, s.kb.data() + (k - block) * d, d);
-    s.key.push_back(k);
-    s.ring.push_back(ring);
-    s.score.push_back(score);
-    s.block_max[ring] = std::max(s.block_max[ring], score);
+    if (ring < t.rings) s.index[s.fill[ring]++] = static_cast<std::int32_t>(k - block);
   }
-  if (s.key.empty()) return;
+  s.score.resize(kept);
+  in.ops.gather_dot(q, s.kb.data(), d, s.index.data(), static_cast<std::int64_t>(kept), in.scale,
+                    s.score.data());
   for (std::size_t r = 0; r < t.rings; ++r) {
+    const std::size_t b = s.start[r], e = s.start[r + 1];
+    if (b == e) continue;
     const std::size_t at = t.state + r;
-    if (!(s.block_max[r] > s.max[at])) continue;
-    if (s.sum[at] > 0.0f) {
-      const float alpha = std::exp(s.max[at] - s.block_max[r]);
+    const float block_max = *std::max_element(s.score.begin() + b, s.score.begin() + e);
+    float alpha = 1.0f;
+    if (block_max > s.max[at]) {
+      if (s.sum[at] > 0.0f) alpha = std::exp(s.max[at] - block_max);
       s.sum[at] *= alpha;
-      float* acc = s.acc.data() + at * static_cast<std::size_t>(dv);
-      for (std::int64_t c = 0; c < dv; ++c) acc[c] *= alpha;
+      s.max[at] = block_max;
     }
-    s.max[at] = s.block_max[r];
-  }
-  for (std::size_t i = 0; i < s.key.size(); ++i) {
-    const std::size_t at = t.state + s.ring[i];
-    const float p = std::exp(s.score[i] - s.max[at]);
-    s.sum[at] += p;
-    axpy(p, s.vb.data() + (s.key[i] - block) * dv, s.acc.data() + at * static_cast<std::size_t>(dv),
-         dv);
+    for (std::size_t i = b; i < e; ++i) {
+      s.score[i] = std::exp(s.score[i] - s.max[at]);  // the weight, in place
+      s.sum[at] += s.score[i];
+    }
+    in.ops.gather_axpy(s.score.data() + b, s.vb.data(), dv, s.index.data() + b,
+                       static_cast<std::int64_t>(e - b), alpha,
+                       s.acc.data() + at * static_cast<std::size_t>(dv));
   }
 }
 
@@ -312,7 +304,7 @@ void score_ladders(ThreadingContext& context, int threads, const TensorView& q, 
   const std::int64_t n_chains = static_cast<std::int64_t>(chains.size());
   const std::size_t candidates = masks.size();
   if (n_chains == 0 || r == 0) return;
-  const Inputs in{q, k, v, masks, rows, scale, reference, reference_rows};
+  const Inputs in{kernel::active_target(), q, k, v, masks, rows, scale, reference, reference_rows};
   // Squared errors per (head, row, candidate): every item writes its own slots.
   std::vector<double> err(static_cast<std::size_t>(heads * r) * candidates, 0.0);
   // Every chain's tracks (hulls, rings, nesting per sampled row): one item per chain.

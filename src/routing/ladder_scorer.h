@@ -16,9 +16,10 @@
 // work item writing its own slots, summed in a fixed order afterwards, so
 // results do not depend on the thread count. Compared with the kernel's
 // stacked scoring (every rung its own section) the errors agree to about
-// 1e-4 of themselves (tests/ladder_scorer_test.cc). This loop is portable
-// C++ (the compiler's vectorisation at the baseline ISA), not one of the
-// kernel's SIMD targets. Inputs: f32 or bf16 q, k, v (ladder_scoring_applies()).
+// 1e-4 of themselves (tests/ladder_scorer_test.cc). The dot products and
+// weighted sums run in the active SIMD target's loops (TargetOps::gather_dot
+// and gather_axpy, kernel/ladder_walk-inl.h), compiled per target. Inputs:
+// f32 or bf16 q, k, v (ladder_scoring_applies()).
 #pragma once
 
 #include <cstddef>
