@@ -184,6 +184,36 @@ TEST(TileGranular, MaskComparesHashesAndChecksLengths) {
   EXPECT_EQ(mask_at_granularity(Mask::causal(), 40, 40, {8, 8}, Granularity::kTile), a);
 }
 
+TEST(TileGranular, SegmentMinusDropsWhatTheBandKeeps) {
+  // A sink-like segment of every 3rd key from 1 against a rounded band.
+  const std::int64_t n = 50, first = 1, stride = 3, count = 16;
+  const Mask band = tile_granular_mask(Mask::local(4, 4), n, n, {8, 8});
+  const Mask segment =
+      Mask::function([](std::int64_t q, std::int64_t j) { return (q + j) % 4 != 0; }, "segment");
+  const Mask minus = segment_minus(segment, band, first, stride);
+  for (const BlockSizes t : kTiles) {
+    const TilePlan plan = TilePlan::build(minus, n, count, t);
+    for (std::int64_t qb = 0; qb < plan.num_q_blocks(); ++qb) {
+      for (std::int64_t kb = 0; kb < plan.num_kv_blocks(); ++kb) {
+        const IndexRange rows = plan.q_range(qb), cols = plan.kv_range(kb);
+        bool any = false, all = true;
+        for (std::int64_t q = rows.begin; q < rows.end; ++q) {
+          for (std::int64_t j = cols.begin; j < cols.end; ++j) {
+            const bool kept = segment.keeps(q, j) && !band.keeps(q, first + j * stride);
+            ASSERT_EQ(minus.keeps(q, j), kept);
+            any = any || kept;
+            all = all && kept;
+          }
+        }
+        ASSERT_EQ(plan.kind(qb, kb),
+                  !any ? TileKind::kEmpty : (all ? TileKind::kFull : TileKind::kPartial));
+      }
+    }
+  }
+  EXPECT_THROW(segment_minus(segment, band, -1, 1), std::invalid_argument);
+  EXPECT_THROW(segment_minus(segment, band, 0, 0), std::invalid_argument);
+}
+
 TEST(TileGranular, GranularityNames) {
   EXPECT_EQ(parse_granularity("token"), Granularity::kToken);
   EXPECT_EQ(parse_granularity("tile"), Granularity::kTile);

@@ -44,6 +44,17 @@ Mask tile_granular_mask(const Mask& mask, std::int64_t q_len, std::int64_t kv_le
 Mask mask_at_granularity(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
                          BlockSizes tiles, Granularity granularity);
 
+// A run's separate key segment (keys first + j * stride of the run order,
+// j < count; Wan's first-frame sink in token-major order, video.h) without
+// the pairs `band` keeps at those keys: keeps(q, j) = segment.keeps(q, j) &&
+// !band.keeps(q, first + j * stride). A tile-granular run rounds its band and
+// its segment out separately, so their kept sets overlap where a rounded band
+// tile holds a segment key; this keeps the two disjoint, as their merge
+// through the log-sum-exps needs (no key counted twice). Tiles where the two
+// meet classify by scanning. Throws std::invalid_argument on first < 0 or
+// stride < 1.
+Mask segment_minus(const Mask& segment, const Mask& band, std::int64_t first, std::int64_t stride);
+
 // The plan with every partial tile made full, in O(visited tiles) with no
 // mask evaluated: the same tiles, no bitmask table, kept_pairs the in-range
 // area of the visited tiles. Its mask() is tile_granular_mask(plan.mask(),

@@ -276,3 +276,11 @@ def check_scale(scale):
         raise ValueError(f"scale: expected a value in (2^-150, {MAX_SCALE:.8g}] (> 0 in "
                          f"float32, scale * log2(e) within float32), got {value}")
     return value
+
+
+def check_granularity(granularity) -> str:
+    """granularity checked: "token" or "tile"."""
+    if not isinstance(granularity, str):
+        raise TypeError(f"granularity: expected 'token' or 'tile', got "
+                        f"{type(granularity).__name__}")
+    return _core.check_granularity(granularity)

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "plan/plan_builder.h"
+#include "plan/segment_minus_node.h"
 #include "plan/tile_granular_node.h"
 
 namespace tilesplash {
@@ -43,6 +44,14 @@ Mask mask_at_granularity(const Mask& mask, std::int64_t q_len, std::int64_t kv_l
                          BlockSizes tiles, Granularity granularity) {
   if (granularity == Granularity::kToken) return mask;
   return tile_granular_mask(mask, q_len, kv_len, tiles);
+}
+
+Mask segment_minus(const Mask& segment, const Mask& band, std::int64_t first, std::int64_t stride) {
+  if (first < 0 || stride < 1) {
+    throw std::invalid_argument("segment_minus: expected first >= 0 and stride >= 1, got first " +
+                                std::to_string(first) + ", stride " + std::to_string(stride));
+  }
+  return Mask(std::make_shared<detail::SegmentMinusNode>(segment, band, first, stride));
 }
 
 TilePlan round_out(const TilePlan& plan) { return PlanBuilder::round_out(plan); }

@@ -150,6 +150,7 @@ def enable(
     precision: str = "default",
     error: float | None = None,
     densities=None,
+    granularity: str = "token",
 ) -> TilesplashHandle:
     """Run the self-attention of `target`'s video transformer(s) through tilesplash; returns a handle.
 
@@ -198,7 +199,11 @@ def enable(
         report); combines with density_budget (docs/masks.md). None: ``density``.
     densities: the ladder with ``error`` (increasing, in (0, 1]); None: 0.05, 0.1,
         0.15, 0.25, 0.4.
+    granularity: "token" (exact masks) or "tile" (every sparse head's mask rounded out
+        to whole tiles of the kernel that runs it: no partial tile, no per-pair mask;
+        tilesplash.VideoAttention and docs/masks.md).
     """
+    granularity = _granularity(granularity)
     targets, scheduler = _targets(target)
     timeout = _timeout(timeout)  # checked with or without a group
     method = _method(method)
@@ -223,6 +228,7 @@ def enable(
         backend=_backend(backend),
         precision=_precision(precision, backend),
         **_error_target(error, densities),
+        granularity=granularity,
     )
     for _, model, spec in targets:
         check_processors(model, spec, _WHO)
@@ -357,6 +363,12 @@ def _context(context):
         raise TypeError(f"{_WHO}: context must be a tilesplash.ThreadingContext or None, got "
                         f"{type(context).__name__}")
     return context
+
+
+def _granularity(value) -> str:
+    if value not in ("token", "tile"):
+        raise ValueError(f"{_WHO}: granularity: expected 'token' or 'tile', got {value!r}")
+    return value
 
 
 def _precision(value, backend) -> str:
