@@ -214,11 +214,11 @@ class FlexVideo:
         members = set(group)
         keys = None if key_limit is None else Mask.key_range(0, key_limit)
 
-        def padded(mask, kv_len=n):
+        def padded(mask):
             # granularity "tile": rounded out to this BlockMask's blocks in the run order,
             # then the padding dropped exactly.
             if self.granularity == "tile":
-                mask = mask.tile_granular(n, kv_len, *self.block)
+                mask = mask.tile_granular(n, n, *self.block)
             return mask if keys is None else mask & keys
 
         if key[0] == "original":
