@@ -191,6 +191,29 @@ def test_bad_granularity_is_refused_by_name():
         Mask.causal().tile_granular(0, 4)
 
 
+def test_diffusers_enable_passes_the_granularity_to_every_layer():
+    torch = _torch()
+    pytest.importorskip("diffusers")
+    from diffusers_tiny import run_wan, tiny_wan, wan_inputs
+
+    import tilesplash.diffusers as tsd
+
+    model = tiny_wan()
+    hidden, text = wan_inputs()
+    outs = {}
+    for granularity in ("token", "tile"):
+        handle = tsd.enable(model, granularity=granularity, dense_layers=0, dense_steps=0,
+                            backend="cpu")
+        try:
+            outs[granularity] = run_wan(model, hidden, text)
+            layers = list(handle._runtime._layers.values())
+            assert layers and all(layer._flex_settings["granularity"] == granularity
+                                  for layer in layers)
+        finally:
+            handle.remove()
+    assert not torch.equal(outs["token"], outs["tile"])
+
+
 def test_diffusers_enable_refuses_a_bad_granularity():
     _torch()
     pytest.importorskip("diffusers")
