@@ -9,7 +9,9 @@ error of its whole output against dense attention on the same data, and the
 density its mask keeps (for "tile", the mask rounded out to the kernel's
 block_q x block_kv tiles in the order the head runs). Printed: one table row
 per (method, granularity) with the mean and max error over the heads and the
-mean density, then the density ratio tile / token. Only errors and densities:
+mean density, then the density ratio tile / token; with --matched, also "tile"
+at the lower target density whose rounded masks keep --density on average
+(found by bisection on plan densities), i.e. the same kept density as "token". Only errors and densities:
 no timing is read, so a busy machine changes nothing but the wall time.
 
     PYTHONPATH=build/python python bench/tile_granularity.py            # Wan 2.1 480p, 8 heads
@@ -39,6 +41,38 @@ def route(cli, shape, heads, density, method, granularity, threads, blocks):
     return json.loads(result.stdout)
 
 
+def rounded_density(shape_text, method, density, blocks):
+    """The mean density of `method`'s candidates at target `density`, each rounded out to
+    `blocks` tiles in its run order: what a tile-granular head of it keeps."""
+    import tilesplash
+
+    if "=" in shape_text:
+        geometry = tilesplash.VideoGeometry.parse(shape_text)
+    else:
+        geometry = tilesplash.presets()[shape_text]["geometry"]
+    layer = tilesplash.VideoAttention(geometry, method=method, density=density, backend="cpu",
+                                      block_q=blocks[0], block_kv=blocks[1])
+    n, values = geometry.tokens, []
+    for name, _ in layer.candidates:
+        run = layer.candidate_run(name)
+        rounded = run["run_mask"].tile_granular(n, n, *blocks)
+        values.append(tilesplash.plan(rounded, n, n, *blocks).stats()["density"])
+    return sum(values) / len(values)
+
+
+def matched_density(shape_text, method, goal, blocks):
+    """The target density whose tile-granular candidates keep `goal` on average
+    (bisection on plan densities: no attention runs)."""
+    lo, hi = 0.005, goal
+    for _ in range(20):
+        mid = (lo + hi) / 2
+        if rounded_density(shape_text, method, mid, blocks) > goal:
+            hi = mid
+        else:
+            lo = mid
+    return lo
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--preset", default=None)
@@ -52,6 +86,11 @@ def main(argv=None) -> int:
     parser.add_argument("--cli", default=os.environ.get("TILESPLASH_CLI",
                                                         "build/tools/tilesplash/tilesplash"))
     parser.add_argument("--json", action="store_true", help="print the rows as JSON too")
+    parser.add_argument("--granularities", default="token,tile",
+                        help="of token,tile, the ones to run (empty: only --matched)")
+    parser.add_argument("--matched", action="store_true",
+                        help="also run 'tile' at the lower target density whose rounded masks "
+                             "keep --density on average (the same kept density as 'token')")
     args = parser.parse_args(argv)
     if args.geometry:
         shape = ["--geometry", args.geometry]
@@ -60,7 +99,7 @@ def main(argv=None) -> int:
     rows = []
     for method in args.methods.split(","):
         densities = {}
-        for granularity in ("token", "tile"):
+        for granularity in filter(None, args.granularities.split(",")):
             record = route(args.cli, shape, args.heads, args.density, method, granularity,
                            args.threads, (args.block_q, args.block_kv))
             heads = record["heads"]
@@ -73,7 +112,21 @@ def main(argv=None) -> int:
                          "mean_error": sum(errors) / len(errors), "max_error": max(errors),
                          "mean_density": density, "errors": errors,
                          "densities": [h["density"] for h in heads]})
-        rows[-1]["density_ratio"] = densities["tile"] / densities["token"]
+        if len(densities) == 2:
+            rows[-1]["density_ratio"] = densities["tile"] / densities["token"]
+        if args.matched and method != "sta":  # sta's masks are whole tiles already
+            target = matched_density(shape[1], method, args.density,
+                                     (args.block_q, args.block_kv))
+            record = route(args.cli, shape, args.heads, target, method, "tile", args.threads,
+                           (args.block_q, args.block_kv))
+            heads = record["heads"]
+            errors = [h["rel_l2_vs_dense"] for h in heads]
+            rows.append({"method": method, "granularity": f"tile@{target:.3f}",
+                         "geometry": record["geometry"], "heads": len(heads),
+                         "choices": [h["choice"] for h in heads],
+                         "mean_error": sum(errors) / len(errors), "max_error": max(errors),
+                         "mean_density": sum(h["density"] for h in heads) / len(heads),
+                         "errors": errors, "densities": [h["density"] for h in heads]})
     print(f"{'method':8} {'granularity':11} {'mean rel L2':>12} {'max rel L2':>11} "
           f"{'mean density':>13} {'tile/token':>10}")
     for r in rows:

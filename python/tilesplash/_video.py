@@ -311,7 +311,7 @@ class VideoAttention:
         visited, over tokens x tokens), "seconds", "permute_seconds",
         "cluster_seconds" and "plan_seconds" (svg2's k-means and per-head plan,
         parts of "seconds")], "method", "band", "warmup", "block_q", "block_kv",
-        "blocks_tuned", "routing_seconds", "plan_seconds", "cluster_seconds",
+        "blocks_tuned", "granularity", "routing_seconds", "plan_seconds", "cluster_seconds",
         "permute_seconds", "attention_seconds", "total_seconds" (sums over batch
         entries), "seconds" (the whole call)}.
         """
