@@ -114,7 +114,7 @@ def main(argv=None) -> int:
                          "densities": [h["density"] for h in heads]})
         if len(densities) == 2:
             rows[-1]["density_ratio"] = densities["tile"] / densities["token"]
-        if args.matched and method != "sta":  # sta's masks are whole tiles already
+        if args.matched:
             target = matched_density(shape[1], method, args.density,
                                      (args.block_q, args.block_kv))
             record = route(args.cli, shape, args.heads, target, method, "tile", args.threads,
