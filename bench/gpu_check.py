@@ -41,6 +41,7 @@ from torch.nn.attention.flex_attention import create_block_mask
 
 import tilesplash
 import tilesplash.flex
+from tilesplash._backends import BACKENDS
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # loaded by path in tests
 from block_mask_compare import same_lists  # noqa: E402
@@ -241,7 +242,7 @@ def tile_part(shape, device, dtype, repeats):
             seconds, first = timed(sparse, device, repeats)
             r = report["last"]
             choices = [h["choice"] for h in r["heads"]]
-            masks = layer._flex_runner().block_masks(choices, device)
+            masks = layer._runner(BACKENDS["flex"]).block_masks(choices, device)
             result[granularity] = {
                 "tilesplash_ms": 1e3 * seconds, "first_call_s": first,
                 "compiles": compiles() - before, "routing_ms": 1e3 * r["routing_seconds"],

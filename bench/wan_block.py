@@ -19,6 +19,11 @@ shows whether it did. Timings are medians over --repeats forwards per mode.
     python bench/wan_block.py --model hunyuan        # HunyuanVideo 480p
     python bench/wan_block.py --model ltx --repeats 3
     python bench/wan_block.py --frames 5 --height 8 --width 16 --repeats 3 --json
+    python bench/wan_block.py --tokens 8190 --error 0.3 --report wan.json --plot wan.png
+
+--error E: a third mode after the pair, enable(..., error=E); its report to
+--report (JSON), its picture to --plot, and its self-attention relative L2
+error against native (last forwards) next to --density's.
 
 Measured: the block (self-attention, cross-attention or the text stream, FFN,
 norms), its self-attention module (projections, q/k norms, RoPE, attention,
@@ -219,6 +224,10 @@ def parse_args(argv):
     parser.add_argument("--prompt-tokens", type=int, default=160,
                         help="hunyuan, ltx: the prompt's real tokens, the rest of the slots padding (default 160)")
     parser.add_argument("--density", type=float, default=0.25, help="tilesplash density (default 0.25)")
+    parser.add_argument("--error", type=float, default=None,
+                        help="also run an error target (enable(..., error=E)) after the density pair")
+    parser.add_argument("--report", default=None, help="with --error: write its handle's report here (JSON)")
+    parser.add_argument("--plot", default=None, help="with --error: write its picture here (PNG, matplotlib)")
     parser.add_argument("--precision", choices=("default", "int8"), default="default",
                         help="tilesplash's Q.K^T precision: the inputs' (default) or int8")
     parser.add_argument("--threads", type=int, default=2, help="PyTorch and tilesplash threads (default 2)")
@@ -241,6 +250,50 @@ def parse_args(argv):
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
     if not 0.0 < args.density <= 1.0:
         parser.error("--density must be in (0, 1]")
+    if args.error is not None and not 0.0 < args.error < float("inf"):
+        parser.error(f"--error must be a relative L2 error > 0, got {args.error}")
+    if args.error is None and (args.report or args.plot):
+        parser.error("--report and --plot write the error target's report: give --error too")
+    if args.error is not None and args.mode != "both":
+        parser.error("--error compares against native and --density: it needs --mode both")
+    return args
+
+
+def relative_l2(sparse: torch.Tensor, native: torch.Tensor) -> float:
+    """||sparse - native|| / ||native|| in float64 (the sampled error's definition, on every row)."""
+    a, b = sparse.double(), native.double()
+    return float(torch.linalg.vector_norm(a - b) / torch.linalg.vector_norm(b))
+
+
+def run_error_target(model, inputs, timers, args, log) -> tuple[list[dict], list[dict]]:
+    """--error: forwards with an error-target handle; its runs and its whole report
+    (written to --report and drawn to --plot when given)."""
+    import tilesplash.diffusers
+
+    handle = tilesplash.diffusers.enable(
+        model, error=args.error, dense_layers=0, dense_steps=0, threads=args.threads,
+        precision=args.precision,
+    )
+    runs, report = [], []
+    try:
+        for repeat in range(args.repeats):
+            handle.set_step(repeat)
+            timers.reset()
+            run = forward_once(model, inputs, timers, None)
+            report += handle.report()
+            run["report"] = handle.report()[-1]
+            handle.clear_report()
+            runs.append(run)
+            log(f"error target forward {repeat + 1}/{args.repeats}: block {run['block_s']:.2f} s, "
+                f"self-attention {run['self_attention_s']:.2f} s; {uptime()}")
+    finally:
+        handle.remove()
+    if args.report:
+        with open(args.report, "w") as f:
+            json.dump(report, f, indent=1)
+    if args.plot:
+        tilesplash.diffusers.plot(report, args.plot)
+    return runs, report
     return args
 
 
@@ -286,6 +339,11 @@ def main(argv=None) -> dict:
                 runs[mode].append(run)
                 log(f"{mode} forward {repeat + 1}/{args.repeats}: block {run['block_s']:.2f} s, "
                     f"self-attention {run['self_attention_s']:.2f} s; {uptime()}")
+        if handle is not None:
+            handle.remove()
+            handle = None
+        if args.error is not None:
+            runs["error"], error_report = run_error_target(model, inputs, timers, args, log)
     finally:
         if handle is not None:
             handle.remove()
@@ -334,7 +392,7 @@ def main(argv=None) -> dict:
         native_s = summary["native"]["self_attention_s"] if "native" in runs else None
         summary["tilesplash"]["breakdown"] = breakdown(runs["tilesplash"], spec, tokens, native_s)
         summary["tilesplash"]["read_in_place"] = timers.in_place
-    if len(runs) == 2:
+    if "native" in runs and "tilesplash" in runs:
         native, sparse = summary["native"], summary["tilesplash"]
         summary["block_speedup"] = native["block_s"] / sparse["block_s"]
         summary["attention_speedup"] = native["self_attention_s"] / sparse["self_attention_s"]
@@ -343,6 +401,27 @@ def main(argv=None) -> dict:
         summary["cosine_block"] = cosine(last_native["block_output"], last_sparse["block_output"])
         summary["cosine_self_attention"] = cosine(last_native["attn1_output"], last_sparse["attn1_output"])
         summary["targets"] = TARGETS
+        summary["self_attention_error"] = relative_l2(last_sparse["attn1_output"], last_native["attn1_output"])
+    if "error" in runs:
+        last = runs["error"][-1]
+        heads = last["report"]["heads"]
+        summary["error_target"] = {
+            "error": args.error,
+            "block_s": median_of(runs["error"], "block_s"),
+            "self_attention_s": median_of(runs["error"], "self_attention_s"),
+            "routing_s": statistics.median(run["report"]["routing_seconds"] for run in runs["error"]),
+            "mean_density": statistics.mean(head["density"] for head in heads),
+            "mean_sampled_error": statistics.mean(
+                [h["error"] for h in heads if h.get("error") is not None] or [float("nan")]),
+            "target_missed": sum(head.get("target_met", True) is False for head in heads),
+            "choices": [head["choice"] for head in heads],
+            "self_attention_error": relative_l2(last["attn1_output"], runs["native"][-1]["attn1_output"]),
+            "cosine_self_attention": cosine(last["attn1_output"], runs["native"][-1]["attn1_output"]),
+            "attention_speedup": summary["native"]["self_attention_s"] / median_of(runs["error"], "self_attention_s"),
+            "summary": tilesplash.diffusers.summarize(error_report),
+            "report": args.report,
+            "plot": args.plot,
+        }
 
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -399,6 +478,21 @@ def format_summary(s: dict) -> str:
             f"cosine against native: block output {s['cosine_block']:.6f}, "
             f"self-attention output {s['cosine_self_attention']:.6f}",
         ]
+        lines.append(f"self-attention relative L2 error against native: density {s['density']} "
+                     f"{s['self_attention_error']:.4f}")
+    if "error_target" in s:
+        e = s["error_target"]
+        lines += [
+            f"error target {e['error']}: self-attention relative L2 error against native "
+            f"{e['self_attention_error']:.4f} (density {s['density']}: {s['self_attention_error']:.4f}); "
+            f"mean density {e['mean_density']:.3f}, mean sampled error {e['mean_sampled_error']:.4f}, "
+            f"{e['target_missed']} heads missed the target; self-attention {e['self_attention_s']:.2f} s "
+            f"({e['attention_speedup']:.2f}x native), routing {e['routing_s']:.3f} s",
+            "choices: " + ", ".join(e["choices"]),
+        ]
+        if e["report"] or e["plot"]:
+            lines.append("written: " + ", ".join(p for p in (e["report"], e["plot"]) if p))
+    if "block_speedup" in s:
         if abs(s["other_ratio"] - 1) > 0.1:
             lines.append(
                 f"warning: the block's other work (same code in both modes) took {s['other_ratio']:.2f}x as long "

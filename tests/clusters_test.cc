@@ -365,5 +365,24 @@ TEST(Clusters, MethodsByName) {
   EXPECT_THROW(method_attention_options("svg2", wan480, {0.0}), std::invalid_argument);
 }
 
+// The k-means run of each side, as every front door reads it: clusters cut to
+// the video tokens, seeds salted 1 (Q) and 2 (K), warm rounds from a warm start.
+TEST(Clusters, KMeansOptionsPerSide) {
+  const VideoGeometry tiny{2, 4, 4, 0, TextPlacement::kNone};  // 32 video tokens
+  ClusterOptions options = default_cluster_options(tiny);
+  options.seed = 7;
+  const KMeansOptions q = cluster_kmeans_options(tiny, options, false, false);
+  const KMeansOptions k = cluster_kmeans_options(tiny, options, true, true);
+  EXPECT_EQ(q.clusters, 32);  // 200 asked, 32 tokens
+  EXPECT_EQ(k.clusters, 32);
+  EXPECT_EQ(q.max_iterations, options.first_iterations);
+  EXPECT_EQ(k.max_iterations, options.warm_iterations);
+  EXPECT_NE(q.seed, k.seed);
+  EXPECT_NE(q.seed, options.seed);
+  options.query_clusters = 5;
+  EXPECT_EQ(cluster_kmeans_options(tiny, options, false, false).clusters, 5);
+  EXPECT_EQ(cluster_kmeans_options(tiny, options, false, false).seed, q.seed);
+}
+
 }  // namespace
 }  // namespace tilesplash

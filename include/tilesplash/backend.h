@@ -9,8 +9,8 @@
 // one folder and one entry in make_backend().
 //
 // PyTorch FlexAttention, tilesplash's GPU path today, is a backend of the
-// Python layer (python/tilesplash/_flex, chosen by backend= in
-// python/tilesplash/_backend.py): it consumes the same flat
+// Python layer (python/tilesplash/_flex, resolved from backend= in
+// python/tilesplash/_backends/): it consumes the same flat
 // arrays through TilePlan.block_sparse().
 #pragma once
 

@@ -92,6 +92,14 @@ struct ClusterOptions {
 // more tokens per frame), 200 below; kc 1000; top_p 0.9.
 ClusterOptions default_cluster_options(const VideoGeometry& geometry);
 
+// The k-means run of one side of a head's clustering (keys: K's video rows,
+// else Q's): clusters cut to the video tokens, the options' tolerance, seed
+// hash_combine(options.seed, 1 for Q, 2 for K), and warm_iterations rounds
+// from a warm start, else first_iterations. Every front door (the native
+// one, the flex backend's k-means on the device) runs these, read from here.
+KMeansOptions cluster_kmeans_options(const VideoGeometry& geometry, const ClusterOptions& options,
+                                     bool keys, bool warm);
+
 // One head's clustering: of its video query rows and its video key rows.
 // More clusters than video tokens are cut to one per token.
 struct HeadClusters {

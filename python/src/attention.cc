@@ -44,8 +44,8 @@ void bind_attention(nb::module_& m) {
             PyThreadingContext::Lease lease(*context);
             result = masked_attention(lease.runner(), mask, args, options);
           } else {
-            thread_local AttentionRunner runner;
-            result = masked_attention(runner, mask, args, options);
+            thread_local const std::unique_ptr<AttentionBackend> backend = make_backend("cpu");
+            result = masked_attention(*backend, mask, args, options);
           }
         }
         nb::dict info;

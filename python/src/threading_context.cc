@@ -20,7 +20,7 @@ PyThreadingContext::Lease::Lease(PyThreadingContext& owner) : owner_(owner) {
       owner_.idle_.pop_back();
     }
   }
-  if (!runner_) runner_ = std::make_unique<AttentionRunner>(owner_.context_);
+  if (!runner_) runner_ = make_backend("cpu", owner_.context_);
 }
 
 PyThreadingContext::Lease::~Lease() {

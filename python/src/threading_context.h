@@ -29,17 +29,17 @@ class PyThreadingContext {
     ~Lease();
     Lease(const Lease&) = delete;
     Lease& operator=(const Lease&) = delete;
-    AttentionRunner& runner() { return *runner_; }
+    AttentionBackend& runner() { return *runner_; }
 
    private:
     PyThreadingContext& owner_;
-    std::unique_ptr<AttentionRunner> runner_;
+    std::unique_ptr<AttentionBackend> runner_;
   };
 
  private:
   std::shared_ptr<ThreadingContext> context_;
   std::mutex mutex_;
-  std::vector<std::unique_ptr<AttentionRunner>> idle_;
+  std::vector<std::unique_ptr<AttentionBackend>> idle_;
 };
 
 }  // namespace tilesplash::python

@@ -27,6 +27,7 @@
 
 #include "bindings.h"
 #include "threading_context.h"
+#include "tilesplash/clusters.h"
 #include "tilesplash/routing_layout.h"
 
 namespace tilesplash::python {
@@ -117,6 +118,34 @@ nb::dict run_dict(const MaskCandidate& candidate) {
     result["extra"] = extra;
   } else {
     result["extra"] = nb::none();
+  }
+  return result;
+}
+
+nb::dict kmeans_dict(const KMeansOptions& first, const KMeansOptions& warm) {
+  nb::dict result;
+  result["clusters"] = first.clusters;
+  result["first_iterations"] = first.max_iterations;
+  result["warm_iterations"] = warm.max_iterations;
+  result["tolerance"] = first.tolerance;
+  result["seed"] = first.seed;
+  return result;
+}
+
+// svg2's options as the core resolved them for this geometry and density, with
+// the k-means run of each side: what a backend clustering on its device runs.
+nb::object cluster_options_dict(const VideoGeometry& geometry, const VideoAttentionOptions& o) {
+  if (!o.clusters) return nb::none();
+  const ClusterOptions& c = *o.clusters;
+  nb::dict result;
+  result["density"] = c.density ? nb::cast(*c.density) : nb::none();
+  result["top_p"] = c.top_p;
+  result["min_kc_ratio"] = c.min_kc_ratio;
+  result["block_q"] = c.blocks.block_q;
+  result["block_kv"] = c.blocks.block_kv;
+  for (const bool keys : {false, true}) {
+    result[keys ? "key" : "query"] = kmeans_dict(cluster_kmeans_options(geometry, c, keys, false),
+                                                 cluster_kmeans_options(geometry, c, keys, true));
   }
   return result;
 }
@@ -263,6 +292,9 @@ void bind_video_attention(nb::module_& m) {
       .def_prop_ro("method", &PyVideoAttention::method)
       .def_prop_ro("candidates", &PyVideoAttention::candidates)
       .def_prop_ro("error", [](const PyVideoAttention& a) { return a.options().error; })
+      .def_prop_ro(
+          "cluster_options",
+          [](const PyVideoAttention& a) { return cluster_options_dict(a.geometry(), a.options()); })
       .def("mask", &PyVideoAttention::mask, "choice"_a)
       .def("head_mask", &PyVideoAttention::head_mask, "head"_a)
       .def("candidate_run", &PyVideoAttention::candidate_run, "name"_a)

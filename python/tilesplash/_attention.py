@@ -5,21 +5,23 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
-from ._backend import check_backend, resolve
-from ._kernel_call import run_attention
-from ._mask import Mask, as_mask, spec_of
-from ._threading import check_context, handle_of
+from ._backends import resolve
+from ._checks import MAX_THREADS, check_bool, check_int, check_scale
+from ._mask import Mask, as_mask
+from ._tensors import check_layout, check_qkv
+from ._threading import check_context
 from ._window import seq_len, window_args, window_core
-from ._tensors import (
-    MAX_THREADS,
-    check_blocks,
-    check_bool,
-    check_int,
-    check_layout,
-    check_precision,
-    check_qkv,
-    check_scale,
-)
+
+
+def run_checked(backend, q, k, v, mask, layout, scale, threads, context, q_offset=0,
+                kv_offset=0, q_total=None, kv_total=None):
+    """attention()'s work for a private caller whose arguments are already checked
+    (a sequence-parallel step: torch tensors, a resolved backend, a Mask): (out, lse)."""
+    window = window_args(seq_len(q, layout), seq_len(k, layout), q_offset, kv_offset, q_total,
+                         kv_total)
+    return backend.attention(q, k, v, mask=backend.mask_argument(mask, "torch"), layout=layout,
+                             scale=scale, block_q=None, block_kv=None, threads=threads,
+                             window=window, context=context, precision="default", kind="torch")
 
 
 def attention(q, k, v, *, mask="dense", layout="bhnd", scale=None, return_lse=False,
@@ -81,35 +83,20 @@ def attention(q, k, v, *, mask="dense", layout="bhnd", scale=None, return_lse=Fa
     NaN or Inf in q, k or v and tensors on different devices.
     """
     layout = check_layout(layout)
-    backend = resolve(check_backend(backend), q)
-    kind = check_qkv(q, k, v, layout, any_device=backend == "flex")
-    # torch on the native kernel: the op takes the SPEC and parses it when it
-    # runs, so that code torch.compile traces (fullgraph=True) never calls
-    # into the extension.
-    mask = spec_of(mask) if kind == "torch" and backend != "flex" else as_mask(mask)
+    backend = resolve(backend, q)
+    kind = check_qkv(q, k, v, layout, any_device=backend.any_device)
+    mask = backend.mask_argument(mask, kind)
     scale = check_scale(scale)
     return_lse = check_bool(return_lse, "return_lse")
-    block_q, block_kv = check_blocks(block_q, block_kv, flex=backend == "flex")
+    block_q, block_kv = backend.check_blocks(block_q, block_kv)
     threads = check_int(threads, "threads", 0, maximum=MAX_THREADS)
     context = check_context(context)
-    precision = check_precision(precision)
-    if backend == "flex" and precision != "default":
-        raise ValueError("precision: 'int8' runs on the native CPU kernel only; the flex backend "
-                         "takes precision='default'")
+    precision = backend.check_precision(precision)
     window = window_args(seq_len(q, layout), seq_len(k, layout), q_offset, kv_offset, q_total,
                          kv_total)
-    if backend == "flex":
-        from ._flex.attention import flex_masked_attention
-
-        out, lse = flex_masked_attention(q, k, v, mask, layout, scale, block_q, block_kv, window)
-    elif kind == "torch":
-        from ._torch_ops import attention_op
-
-        out, lse = attention_op(q, k, v, mask, layout, scale, block_q, block_kv, threads,
-                                *window, handle_of(context), precision)
-    else:
-        out, lse = run_attention("numpy", q, k, v, layout, mask, scale, block_q, block_kv, threads,
-                                 window, context, precision)
+    out, lse = backend.attention(q, k, v, mask=mask, layout=layout, scale=scale, block_q=block_q,
+                                 block_kv=block_kv, threads=threads, window=window,
+                                 context=context, precision=precision, kind=kind)
     return (out, lse) if return_lse else out
 
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from . import _core
 from ._threading import check_context, core_of
-from ._tensors import INT32_MAX, MAX_THREADS, check_float, check_int
+from ._checks import INT32_MAX, MAX_THREADS, check_float, check_int
 
 
 class KMeansResult(NamedTuple):

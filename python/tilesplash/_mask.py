@@ -12,7 +12,7 @@ import operator
 from functools import lru_cache
 
 from . import _core
-from ._tensors import INT64_MAX, check_bool, check_float, check_int
+from ._checks import INT64_MAX, check_bool, check_float, check_int
 
 _INT64_MIN = -(2**63)
 
@@ -311,3 +311,8 @@ def spec_of(mask) -> str:
     if isinstance(mask, str):
         return mask
     raise TypeError(f"mask: expected a SPEC string or a tilesplash.Mask, got {type(mask).__name__}")
+
+
+def core_mask(mask) -> _core.Mask:
+    """The library's Mask behind a Mask or a SPEC string (what _core functions take)."""
+    return as_mask(mask)._core

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
+from ._lse_merge import merge_lse
 from ._tensors import (
     batch_heads_len,
     check_array,
@@ -89,29 +90,8 @@ def _merge_on_device(outputs, lses, layout, out_dtype, check_finite):
     for i, lse in enumerate(lses):
         if bool((torch.isnan(lse) | (lse == float("inf"))).any()):
             raise ValueError(f"lses[{i}]: NaN or +inf; expected finite values or -inf")
-    stacked = torch.stack([lse.double() for lse in lses])
-    total = torch.logsumexp(stacked, dim=0)
-    finite = torch.isfinite(total)
-    safe = torch.where(finite, total, torch.zeros_like(total))
-    # an LSE's [B, H, N] axes against the output's layout
-    def spread(x):
-        if layout == "bnhd":
-            return x.transpose(1, 2)[..., None]
-        return x[..., None]
-
-    out = None
-    for i, (x, lse) in enumerate(zip(outputs, lses)):
-        weight = torch.where(torch.isfinite(lse), torch.exp(lse.double() - safe),
-                             torch.zeros_like(safe))
-        part = x.double()
-        if check_finite:
-            live = spread(torch.isfinite(lse) & finite).expand_as(part)
-            if bool((~torch.isfinite(part) & live).any()):
-                raise ValueError(f"outputs[{i}]: NaN or Inf in a row whose LSE is finite")
-        part = torch.where(spread(weight) > 0, part * spread(weight), torch.zeros_like(part))
-        out = part if out is None else out + part
-    return out.to(out_dtype), torch.where(finite, total, torch.full_like(total, float("-inf"))
-                                          ).float()
+    out, lse = merge_lse(outputs, lses, layout, torch.float64, check_finite)
+    return out.to(out_dtype), lse.float()
 
 
 def _lse_array(kind, lse, name, shape, device=None):

@@ -6,7 +6,7 @@ import itertools
 import weakref
 
 from . import _core
-from ._tensors import INT32_MAX, MAX_THREADS, check_bool, check_int
+from ._checks import INT32_MAX, MAX_THREADS, check_bool, check_int
 
 
 class ThreadingContext:

@@ -18,7 +18,8 @@ import torch
 from ._kernel_call import run_attention
 from ._mask import as_mask
 from ._threading import from_handle
-from ._tensors import batch_heads_len, check_layout, check_precision, check_qkv, out_shape
+from ._checks import check_precision
+from ._tensors import batch_heads_len, check_layout, check_qkv, out_shape
 from ._window import seq_len, window_args
 
 

@@ -6,32 +6,31 @@ from __future__ import annotations
 import threading
 
 from . import _core
-from ._backend import check_backend, resolve
-from ._dist.agreement import DERIVED, PER_RANK
-from ._dist.group import check_timeout
-from ._mask import Mask
-from ._methods import check_method, method_flag, method_names
-from ._threading import check_context, core_of
-from ._tensors import (
+from ._backends import BACKENDS, check_backend, resolve
+from ._checks import (
     MAX_THREADS,
-    call_arrays,
     check_blocks,
     check_bool,
     check_float,
     check_granularity,
     check_int,
-    check_layout,
-    check_qkv,
     check_precision,
     check_scale,
 )
+from ._dist.agreement import DERIVED, PER_RANK
+from ._dist.group import check_timeout
+from ._mask import Mask
+from ._methods import check_method, method_flag, method_names
+from ._threading import check_context, core_of
+from ._video_group import GroupForward
+from ._tensors import call_arrays, check_layout, check_qkv
 
 
 METHODS = method_names()
 """The registered method names (tilesplash.methods()), kept for callers of this constant."""
 
 
-class VideoAttention:
+class VideoAttention(GroupForward):
     """Routed sparse attention over every head of a layer of a video model.
 
     method chooses the masks, one of tilesplash.methods() (docs/masks.md defines each):
@@ -156,11 +155,11 @@ class VideoAttention:
         self._timeout = check_timeout(timeout)
         self._backend = check_backend(backend)
         self._precision = precision
-        if self._backend == "flex" and precision != "default":
-            raise ValueError("precision: 'int8' runs on the native CPU kernel only; the flex "
-                             "backend takes precision='default'")
-        self._flex = None
-        self._flex_settings = dict(
+        if self._backend in BACKENDS:  # named: its capabilities answer now, not at the call
+            BACKENDS[self._backend].check_precision(precision)
+        self._runners = {}  # backend name -> its video runner (None: the core's forward)
+        self._last_runner = None  # the runner of the last call (None: the core), for head_mask
+        self._runner_settings = dict(
             dense_layers=dense_layers, dense_steps=dense_steps, force=force,
             density_budget=density_budget, error=error, scale=scale, block_q=block_q,
             block_kv=block_kv,
@@ -168,7 +167,6 @@ class VideoAttention:
         if flex_strategy not in ("permute", "per_head"):
             raise ValueError(f"flex_strategy: expected 'permute' or 'per_head', got "
                              f"{flex_strategy!r}")
-        self._svg2 = dict(density=float(density), seed=0) if method_flag(method, "data_driven") else None
         self._last_heads = None  # with a group: the global heads [begin, end) of the last call
         # What ranks of a group must agree on: the arguments, and what the
         # library made of them (the band, the candidates' masks).
@@ -181,12 +179,20 @@ class VideoAttention:
         # The flex backend's calls queue here, as the native core's queue on its own mutex:
         # its caches and svg2's per-layer warm starts are the object's state.
         self._lock = threading.RLock()
-        self._last_flex = False  # the last call ran on the flex backend (for head_mask)
 
     @property
     def error(self):
         """The error target (sampled relative L2 against dense), or None."""
         return self._core.error
+
+    @property
+    def cluster_options(self):
+        """svg2: the core's cluster options for this geometry and density (a dict:
+        "density", "top_p", "min_kc_ratio", "block_q", "block_kv", and "query" / "key":
+        each side's k-means "clusters", "first_iterations", "warm_iterations",
+        "tolerance", "seed"); None for the other methods. What a backend clustering
+        on its device runs."""
+        return self._core.cluster_options
 
     @property
     def backend(self) -> str:
@@ -236,8 +242,8 @@ class VideoAttention:
                                  f"got {head}")
             head -= begin
         with self._lock:
-            if self._last_flex:
-                clusters = self._flex.clusters if self._flex is not None else None
+            if self._last_runner is not None:
+                clusters = self._last_runner.clusters
                 found = None if clusters is None else clusters.head_mask(head)
                 if found is None:
                     raise ValueError(f"head_mask: head {head} ran no cluster mask in the last "
@@ -274,8 +280,9 @@ class VideoAttention:
         every head from scratch. With a group, every rank resets before the same call."""
         self._core.reset_clusters()
         with self._lock:
-            if self._flex is not None and self._flex.clusters is not None:
-                self._flex.clusters.reset()
+            for runner in self._runners.values():
+                if runner is not None and runner.clusters is not None:
+                    runner.clusters.reset()
             self._calls_since_reset = 0
 
     def _agreement(self) -> dict:
@@ -318,10 +325,8 @@ class VideoAttention:
         if self._group is not None:
             # Checked inside the ranks' agreement: a bad argument on one rank makes every
             # rank raise at once, naming it, instead of leaving the others to time out.
-            from ._video_group import group_forward
-
-            return group_forward(self, self._group, self._timeout, q, k, v, layer, step, layout,
-                                 return_lse, key_lengths)
+            return self._group_forward(self._group, self._timeout, q, k, v, layer, step, layout,
+                                       return_lse, key_lengths)
         layout, layer, step, return_lse, key_lengths = self._check_call(
             q, layer, step, layout, return_lse, key_lengths)
         result = self._forward_local(q, k, v, layer, step, layout, return_lse, key_lengths)
@@ -370,34 +375,28 @@ class VideoAttention:
         return None if all(n == geometry.tokens for n in lengths) and lengths else lengths
 
     def _forward_local(self, q, k, v, layer, step, layout, return_lse, key_lengths=None):
-        flex = resolve(self._backend, q) == "flex"
-        if flex and self._precision != "default":
-            raise ValueError("precision: 'int8' runs on the native CPU kernel only; these "
-                             f"tensors are on {q.device} (the flex backend); construct with "
-                             "precision='default'")
-        kind = check_qkv(q, k, v, layout, any_device=flex)
+        backend = resolve(self._backend, q)
+        backend.check_precision(self._precision)
+        kind = check_qkv(q, k, v, layout, any_device=backend.any_device)
         if key_lengths is not None:
             batch = 1 if layout == "hnd" else q.shape[0]
             if len(key_lengths) != batch:
                 raise ValueError(f"key_lengths: expected one per batch entry ({batch}), got "
                                  f"{len(key_lengths)}")
-        if flex:
-            with self._lock:
-                self._last_flex = True
-                return self._flex_runner().forward(q, k, v, layer, step, layout, return_lse,
-                                                   key_lengths)
+        with self._lock:
+            runner = self._runner(backend)
+            self._last_runner = runner
+            if runner is not None:
+                return runner.forward(q, k, v, layer, step, layout, return_lse, key_lengths)
         descs, lse_address, out, lse, held = call_arrays(kind, q, k, v, layout)
         report = self._core.forward(*descs, lse_address, layout, layer, step, key_lengths)
-        self._last_flex = False
         del held  # copies of odd views stay alive until the core has returned
         return (out, lse, report) if return_lse else (out, report)
 
-    def _flex_runner(self):  # under self._lock
-        if self._flex is None:
-            from ._flex.video import FlexVideo
-
-            self._flex = FlexVideo(self, **self._flex_settings)
-        return self._flex
+    def _runner(self, backend):  # under self._lock
+        if backend.name not in self._runners:
+            self._runners[backend.name] = backend.video_runner(self, self._runner_settings)
+        return self._runners[backend.name]
 
     def __repr__(self) -> str:
         if method_flag(self.method, "takes_band"):

@@ -10,8 +10,8 @@ of the global mask (tilesplash/plan_window.h), never a new mask per shard.
 from __future__ import annotations
 
 from . import _core
-from ._mask import Mask
-from ._tensors import INT64_MAX, check_int
+from ._mask import Mask, core_mask
+from ._checks import INT64_MAX, check_int
 
 
 def seq_len(x, layout: str) -> int:
@@ -52,6 +52,6 @@ def window_core(mask: Mask, q_len: int, kv_len: int, window) -> "_core.Mask":
     """The core mask for a call of q_len x kv_len at `window` (from window_args)."""
     q_offset, kv_offset, q_total, kv_total = window
     if q_total == 0:
-        return mask._core
-    return _core.window_mask(mask._core, q_offset, q_offset + q_len, kv_offset,
+        return core_mask(mask)
+    return _core.window_mask(core_mask(mask), q_offset, q_offset + q_len, kv_offset,
                              kv_offset + kv_len, q_total, kv_total)

@@ -36,7 +36,8 @@ from ._flex.options import (
 )
 from ._flex.tuning import CANDIDATES, cache_path, kernel_options_for, tune
 from ._mask import as_mask
-from ._tensors import check_int
+from ._checks import FLEX_BLOCKS, check_int
+from ._checks import check_blocks as _check_blocks
 from ._window import window_args
 
 __all__ = [
@@ -89,12 +90,7 @@ def block_mask(mask, q_len, kv_len=None, *, block_size=128, device=None, q_offse
                              f"{len(masks)} masks for {heads} heads")
     q_len = check_int(q_len, "q_len", 1)
     kv_len = q_len if kv_len is None else check_int(kv_len, "kv_len", 1)
-    if isinstance(block_size, (tuple, list)):
-        if len(block_size) != 2:
-            raise ValueError(f"block_size: expected an int or (block_q, block_kv), got {block_size!r}")
-        block_q, block_kv = (check_int(b, "block_size", 1) for b in block_size)
-    else:
-        block_q = block_kv = check_int(block_size, "block_size", 1)
+    block_q, block_kv = _block_size(block_size)
     window = window_args(q_len, kv_len, q_offset, kv_offset, q_total, kv_total)
     device = torch.device("cpu") if device is None else torch.device(device)
     return block_mask_for(masks, q_len, kv_len, block_q, block_kv, device, window, per_head,
@@ -109,13 +105,26 @@ def kernel_options(q, block_mask=None, *, block_size=128):
     kind = _mask_mod_kind(block_mask)
     if block_mask is not None:
         block_size = tuple(int(b) for b in block_mask.BLOCK_SIZE)
-    if isinstance(block_size, (tuple, list)):
-        block = tuple(check_int(b, "block_size", 1) for b in block_size)
-    else:
-        block = (check_int(block_size, "block_size", 1),) * 2
-    if len(block) != 2:
-        raise ValueError(f"block_size: expected an int or (block_q, block_kv), got {block_size!r}")
+    block = _block_size(block_size)
     return _choices(_device_limits(q.device), int(q.shape[-1]), q.element_size(), block, kind)[0]
+
+
+def _block_size(block_size) -> tuple[int, int]:
+    """(block_q, block_kv) of an int or a pair, by the flex backend's block rule
+    (what tilesplash.attention(..., backend="flex") takes)."""
+    if isinstance(block_size, (tuple, list)):
+        if len(block_size) != 2:
+            raise ValueError(f"block_size: expected an int or (block_q, block_kv), got "
+                             f"{block_size!r}")
+        pair = tuple(block_size)
+    else:
+        pair = (block_size, block_size)
+    if None in pair:
+        raise TypeError(f"block_size: expected an int or (block_q, block_kv), got {block_size!r}")
+    try:
+        return tuple(_check_blocks(*pair, FLEX_BLOCKS))
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"block_size: {e}") from None
 
 
 def kernel_options_used() -> list:

@@ -231,23 +231,19 @@ HeadClusters cluster_head_on(ThreadingContext& context, int threads, const Video
     fail("q and k must be non-null [heads, " + std::to_string(geometry.tokens()) +
          ", d] views with the same d holding head " + std::to_string(head));
   }
-  const std::int64_t video = geometry.video_tokens(), d = q.dim;
+  const std::int64_t d = q.dim;
   HeadClusters result;
-  const auto run = [&](const TensorView& view, std::int64_t clusters, const KMeansResult* start,
-                       std::uint64_t salt) {
-    KMeansOptions o;
-    o.clusters = std::min(clusters, video);
-    o.tolerance = options.tolerance;
-    o.seed = hash_combine(options.seed, salt);
-    const bool use_warm = start != nullptr && start->clusters == o.clusters && start->dim == d;
-    o.max_iterations = use_warm ? options.warm_iterations : options.first_iterations;
+  const auto run = [&](const TensorView& view, bool keys, const KMeansResult* start) {
+    const std::int64_t count = cluster_kmeans_options(geometry, options, keys, false).clusters;
+    const bool use_warm = start != nullptr && start->clusters == count && start->dim == d;
+    const KMeansOptions o = cluster_kmeans_options(geometry, options, keys, use_warm);
     const std::vector<float> rows = video_rows(geometry, view, head);
     return run_kmeans(
         context, threads, rows, d, o,
         use_warm ? std::span<const float>(start->centroids) : std::span<const float>());
   };
-  result.query = run(q, options.query_clusters, warm ? &warm->query : nullptr, 1);
-  result.key = run(k, options.key_clusters, warm ? &warm->key : nullptr, 2);
+  result.query = run(q, false, warm ? &warm->query : nullptr);
+  result.key = run(k, true, warm ? &warm->key : nullptr);
   return result;
 }
 
@@ -262,6 +258,17 @@ HeadClusters cluster_head(const VideoGeometry& geometry, const TensorView& q, co
   }
   return detail::cluster_head_on(context != nullptr ? *context : *default_threading_context(),
                                  threads, geometry, q, k, head, options, warm);
+}
+
+KMeansOptions cluster_kmeans_options(const VideoGeometry& geometry, const ClusterOptions& options,
+                                     bool keys, bool warm) {
+  KMeansOptions o;
+  o.clusters =
+      std::min(keys ? options.key_clusters : options.query_clusters, geometry.video_tokens());
+  o.tolerance = options.tolerance;
+  o.seed = detail::hash_combine(options.seed, keys ? 2 : 1);
+  o.max_iterations = warm ? options.warm_iterations : options.first_iterations;
+  return o;
 }
 
 ClusterOptions default_cluster_options(const VideoGeometry& geometry) {

@@ -87,8 +87,8 @@ struct VideoAttention::Impl {
   std::vector<Mask> candidate_masks;  // what the router scores, in candidates order
   // The runner, the permutations, the merges and k-means all run here.
   std::shared_ptr<ThreadingContext> context;
-  int threads;  // options.threads resolved against the context
-  AttentionRunner runner;
+  int threads;                                // options.threads resolved against the context
+  std::unique_ptr<AttentionBackend> backend;  // make_backend("cpu", context)
   // Unbounded (capacity 0): it never evicts, so a plan it hands out lives
   // as long as the front door.
   PlanCache plans{0};

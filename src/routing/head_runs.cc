@@ -75,15 +75,15 @@ void VideoAttention::Impl::run_sparse(const AttentionArgs& head, const MaskRun& 
     report.permute_seconds += since(start);
   }
   if (run.order.is_identity() && !run.extra) {
-    runner.forward(plan, {q, k, v, head.out, head.lse}, attention_options(options.check_finite));
+    backend->forward(plan, {q, k, v, head.out, head.lse}, attention_options(options.check_finite));
     return;
   }
   band_out.resize(static_cast<std::size_t>(n * dv));
   band_lse.resize(static_cast<std::size_t>(n));
-  runner.forward(plan,
-                 {q, k, v, MutableTensorView::contiguous(band_out.data(), DType::kF32, 1, n, dv),
-                  band_lse.data()},
-                 attention_options(options.check_finite));
+  backend->forward(plan,
+                   {q, k, v, MutableTensorView::contiguous(band_out.data(), DType::kF32, 1, n, dv),
+                    band_lse.data()},
+                   attention_options(options.check_finite));
   detail::PartialResult extra{};
   if (run.extra) {
     // The segment's keys (frame 0 for the sink: contiguous in frame-major
@@ -108,7 +108,7 @@ void VideoAttention::Impl::run_sparse(const AttentionArgs& head, const MaskRun& 
     const TilePlan& extra_plan =
         *plans.get(segment_mask, n, segment.count, options.blocks, plan_seconds);
     report.tiles_visited += visited_pairs(extra_plan) / map;
-    runner.forward(
+    backend->forward(
         extra_plan,
         {q, keys(k), keys(v), MutableTensorView::contiguous(sink_out.data(), DType::kF32, 1, n, dv),
          sink_lse.data()},
@@ -183,7 +183,7 @@ HeadReport VideoAttention::Impl::run_head(const AttentionArgs& args, std::int64_
   if (choice == HeadMask::kDense) {
     const TilePlan& plan =
         *plans.get(keys ? keys->mask : Mask::dense(), n, n, options.blocks, plan_seconds);
-    runner.forward(plan, head, attention_options(options.check_finite));
+    backend->forward(plan, head, attention_options(options.check_finite));
     report.density = 1.0;
     report.tiles_visited = keys ? visited_pairs(plan) / (double(n) * double(n)) : 1.0;
   } else if (choice == detail::kClusterChoice) {

@@ -2,6 +2,7 @@
 #include "routing/router.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -9,6 +10,7 @@
 #include <utility>
 
 #include "masks/mask_util.h"
+#include "routing/ladder_scorer.h"
 #include "routing/sampled_rows_node.h"
 
 namespace tilesplash::detail {
@@ -88,10 +90,23 @@ std::vector<std::vector<double>> Router::score(
     AttentionBackend& backend, const TensorView& q, const TensorView& k, const TensorView& v,
     const Mask& reference, const std::vector<Mask>& candidates,
     const std::vector<std::int64_t>& rows, std::int64_t block_kv, const AttentionOptions& options,
-    double* plan_seconds, std::vector<double>* power) {
+    double* plan_seconds, std::vector<double>* power, const LadderScoring* ladder) {
+  const bool incremental = ladder != nullptr && ladder->context != nullptr &&
+                           !ladder->chains.empty() && ladder_scoring_applies(q, k, v, options);
+  // The kernel's sections: the reference, then every candidate of no chain.
+  std::vector<bool> walked(candidates.size(), false);
+  if (incremental) {
+    for (const auto& chain : ladder->chains) {
+      for (const std::size_t c : chain) walked[c] = true;
+    }
+  }
+  std::vector<std::size_t> on_kernel;
+  for (std::size_t c = 0; c < candidates.size(); ++c) {
+    if (!walked[c]) on_kernel.push_back(c);
+  }
   const std::int64_t heads = q.heads;
   const std::int64_t r = static_cast<std::int64_t>(rows.size());
-  const std::int64_t sections = 1 + static_cast<std::int64_t>(candidates.size());
+  const std::int64_t sections = 1 + static_cast<std::int64_t>(on_kernel.size());
   const std::int64_t block = sections * r;
   const std::int64_t d = q.dim;
   const std::int64_t dv = v.dim;
@@ -111,7 +126,7 @@ std::vector<std::vector<double>> Router::score(
   outputs_.resize(static_cast<std::size_t>(heads * block * dv));
 
   std::vector<Mask> masks{reference};
-  masks.insert(masks.end(), candidates.begin(), candidates.end());
+  for (const std::size_t c : on_kernel) masks.push_back(candidates[c]);
   const Mask stacked(std::make_shared<SampledRowsNode>(std::move(masks), rows));
   const TilePlan plan =
       TilePlan::build(stacked, block, k.len, {std::min(kRouterBlockQ, block), block_kv});
@@ -121,7 +136,8 @@ std::vector<std::vector<double>> Router::score(
                    MutableTensorView::contiguous(outputs_.data(), DType::kF32, heads, block, dv)},
                   options);
 
-  std::vector<std::vector<double>> mse(static_cast<std::size_t>(heads));
+  std::vector<std::vector<double>> mse(static_cast<std::size_t>(heads),
+                                       std::vector<double>(candidates.size(), 0.0));
   if (power != nullptr) power->assign(static_cast<std::size_t>(heads), 0.0);
   for (std::int64_t h = 0; h < heads; ++h) {
     const float* dense = outputs_.data() + h * block * dv;
@@ -137,8 +153,14 @@ std::vector<std::vector<double>> Router::score(
         const double diff = static_cast<double>(section[i]) - dense[i];
         sum += diff * diff;
       }
-      mse[static_cast<std::size_t>(h)].push_back(sum / static_cast<double>(r * dv));
+      mse[static_cast<std::size_t>(h)][on_kernel[static_cast<std::size_t>(s - 1)]] =
+          sum / static_cast<double>(r * dv);
     }
+  }
+  if (incremental) {
+    const float scale = options.scale ? *options.scale : 1.0f / std::sqrt(static_cast<float>(d));
+    score_ladders(*ladder->context, options.threads, q, k, v, candidates, ladder->chains, rows,
+                  scale, outputs_.data(), block, mse);
   }
   return mse;
 }

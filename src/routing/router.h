@@ -14,6 +14,7 @@
 
 #include "tilesplash/attention.h"
 #include "tilesplash/routing.h"
+#include "tilesplash/threading.h"
 #include "tilesplash/video.h"
 
 namespace tilesplash::detail {
@@ -33,6 +34,14 @@ RouteDecision decide(const std::vector<MaskCandidate>& candidates, std::vector<d
 RouteDecision decide(const std::vector<MaskCandidate>& candidates, std::vector<double> mse,
                      std::optional<double> density_budget);
 
+// Candidates scored incrementally (ladder_scorer.h) instead of as kernel
+// sections: the chains of nested rungs (ladder_chains()) and the threads to
+// walk them on.
+struct LadderScoring {
+  ThreadingContext* context = nullptr;
+  std::vector<std::vector<std::size_t>> chains;
+};
+
 class Router {
  public:
   // Per head of q, k, v ([heads, tokens, d], original order), per candidate
@@ -40,14 +49,17 @@ class Router {
   // against the reference's ([head][candidate]): dense, or the keys a padded
   // call really has; `power`, when not null, gets per head the mean square of
   // the reference rows (sampled_error's denominator). `options` supplies
-  // scale and threads.
+  // scale and threads. `ladder`, when not null and its chains not empty
+  // (and ladder_scoring_applies()), scores the candidates of its chains
+  // incrementally against the kernel's reference rows; the kernel call then
+  // holds the reference and the other candidates only.
   std::vector<std::vector<double>> score(AttentionBackend& backend, const TensorView& q,
                                          const TensorView& k, const TensorView& v,
                                          const Mask& reference, const std::vector<Mask>& candidates,
                                          const std::vector<std::int64_t>& rows,
                                          std::int64_t block_kv, const AttentionOptions& options,
-                                         double* plan_seconds,
-                                         std::vector<double>* power = nullptr);
+                                         double* plan_seconds, std::vector<double>* power = nullptr,
+                                         const LadderScoring* ladder = nullptr);
 
  private:
   std::vector<unsigned char> queries_;  // [heads, sections * r, d] in q's dtype

@@ -11,6 +11,7 @@
 
 #include "clusters/cluster_internal.h"
 #include "routing/front_door.h"
+#include "routing/ladder_scorer.h"
 #include "tilesplash/routing.h"
 
 namespace tilesplash {
@@ -133,7 +134,7 @@ VideoAttention::Impl::Impl(const VideoGeometry& g, VideoAttentionOptions o,
       candidates(make_candidates()),
       context(c ? std::move(c) : std::make_shared<ThreadingContext>()),
       threads(context->resolve(options.threads)),
-      runner(context) {
+      backend(make_backend("cpu", context)) {
   for (const MaskCandidate& c : candidates) candidate_masks.push_back(c.mask);
   if (options.force) {
     const std::vector<std::string> names = force_names(options);
@@ -237,9 +238,12 @@ std::vector<RouteDecision> VideoAttention::Impl::route(
     for (Mask& mask : masks) mask = mask & keys->mask;
   }
   std::vector<double> power;
+  // An error target's ladder: each family's nested rungs scored incrementally.
+  detail::LadderScoring ladder{context.get(), {}};
+  if (options.error) ladder.chains = detail::ladder_chains(candidates);
   std::vector<std::vector<double>> mse =
-      router.score(runner, q, k, v, keys ? keys->mask : Mask::dense(), masks, rows,
-                   options.blocks.block_kv, attention_options(false), nullptr, &power);
+      router.score(*backend, q, k, v, keys ? keys->mask : Mask::dense(), masks, rows,
+                   options.blocks.block_kv, attention_options(false), nullptr, &power, &ladder);
   std::vector<RouteDecision> decisions;
   const RoutePolicy policy{options.density_budget, options.error};
   for (std::size_t h = 0; h < mse.size(); ++h) {

@@ -117,7 +117,7 @@ class RandomInputs {
 
 class Timer {
  public:
-  Timer(AttentionRunner& runner, const AttentionArgs& args, int threads, TuneClock clock,
+  Timer(AttentionBackend& runner, const AttentionArgs& args, int threads, TuneClock clock,
         Precision precision)
       : runner_(runner), args_(args), clock_(clock), threads_(threads) {
     options_.threads = threads;
@@ -148,7 +148,7 @@ class Timer {
     return (static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec)) / threads_;
   }
 
-  AttentionRunner& runner_;
+  AttentionBackend& runner_;
   const AttentionArgs& args_;
   AttentionOptions options_;
   TuneClock clock_;
@@ -218,8 +218,9 @@ TuneResult tune_blocks(const Mask& mask, std::int64_t q_len, std::int64_t kv_len
   const AttentionArgs args{
       q.view(), k.view(), v.view(),
       MutableTensorView::contiguous(out.data(), DType::kF32, heads, q_len, head_dim)};
-  AttentionRunner runner(threading);
-  Timer timer(runner, args, threads, options.clock, options.precision);
+  const std::unique_ptr<AttentionBackend> backend = make_backend("cpu", threading);
+  result.key.backend = std::string(backend->name());
+  Timer timer(*backend, args, threads, options.clock, options.precision);
   timer.use(variants.front());
 
   // Per candidate the plan is rebuilt when needed rather than kept: plans of

@@ -41,6 +41,25 @@ def test_summarize_gains_mean_density_time_saved_and_missed_targets():
     assert row["target_missed"] == 3
 
 
+def test_summarize_groups_density_and_time_saved_by_family():
+    report = _report()
+    row = summarize(report)[0]
+    families = row["families"]
+    assert sorted(families) == ["spatial", "temporal"]
+    for name in families:
+        heads = [h for r in report if r["step"] == 0 for h in r["heads"]
+                 if h["choice"].startswith(name + "@")]
+        assert families[name]["heads"] == len(heads) == 6
+        assert families[name]["density"] == pytest.approx(np.mean([h["density"] for h in heads]))
+        assert families[name]["seconds"] == pytest.approx(0.1 * len(heads))
+        assert families[name]["saved_seconds"] == pytest.approx(0.3 * len(heads))
+    # The families add up to the row, and a parameterised choice is its family.
+    assert sum(f["heads"] for f in families.values()) == 12
+    assert sum(f["saved_seconds"] for f in families.values()) == pytest.approx(row["saved_seconds"])
+    report[0]["heads"][0]["choice"] = "sta:3x3x3"
+    assert summarize(report)[0]["families"]["sta"]["heads"] == 1
+
+
 def test_plot_writes_one_row_of_panels_per_step(tmp_path):
     image = pytest.importorskip("matplotlib.image")
     one = plot(_report(), tmp_path / "mean.png")

@@ -41,7 +41,7 @@ def test_flex_backend_equals_the_native_backend(method):
 
 def test_enable_checks_the_backend():
     model = tiny_wan(layers=1)
-    with pytest.raises(ValueError, match="backend must be 'auto', 'cpu' or 'flex'"):
+    with pytest.raises(ValueError, match="backend: expected 'auto', 'cpu' or 'flex'"):
         tsd.enable(model, backend="cuda")
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tilesplash._backends import BACKENDS
+
 torch = pytest.importorskip("torch")
 
 from tilesplash import Mask, VideoAttention, VideoGeometry  # noqa: E402
@@ -144,7 +146,7 @@ def test_block_masks_leave_the_padded_tiles_out(choices, length):
     # Every BlockMask of the call (the original-order heads', the run-order band's and
     # the sink segment's) against a brute-force classification of its mask & real keys.
     layer = VideoAttention(G, density=0.3, sink=True, backend="flex", block_q=BQ, block_kv=BK)
-    runner = layer._flex_runner()
+    runner = layer._runner(BACKENDS["flex"])
     masks = runner.block_masks(choices, "cpu", key_limit=length)
     calls = [c for key, group in runner._groups(choices).items()
              for c in runner.group_calls(key, group, choices)]  # the same calls, unpadded

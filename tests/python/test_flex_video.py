@@ -19,9 +19,10 @@ from test_video import planted  # noqa: E402
 KINDS = ["spatial", "temporal", "temporal", "spatial", "temporal"]
 
 
-def _pair(geometry, **options):
+def _pair(geometry, flex_strategy="permute", **options):
     return (VideoAttention(geometry, **options),
-            VideoAttention(geometry, backend="flex", block_q=64, block_kv=64, **options))
+            VideoAttention(geometry, backend="flex", block_q=64, block_kv=64,
+                           flex_strategy=flex_strategy, **options))
 
 
 def _same(native, flex, out_tol=2e-6):
@@ -47,8 +48,7 @@ def test_planted_heads_make_the_native_choices(method, strategy):
     options = dict(method=method, density=0.3, sink=method in ("svg", "mix", "radial"))
     if method in ("mix", "sta"):
         options["density_budget"] = 0.4
-    native, flex = _pair(g, **options)
-    flex._flex_settings["strategy"] = strategy
+    native, flex = _pair(g, flex_strategy=strategy, **options)
     results = [layer(q, k, v, layout="bhnd", return_lse=True, layer=1, step=3)
                for layer in (native, flex)]
     if method in ("svg", "mix"):
@@ -96,7 +96,7 @@ def test_svg2_clusters_on_the_device_equal_the_native_ones():
             results = [a(qs, k, v, layout="bhnd", return_lse=True, step=step)
                        for a in (native, flex)]
             _same(*results)
-        clusters = flex._flex.clusters
+        clusters = flex._runners["flex"].clusters
         assert len(clusters.warm) == 4  # (layer, q / k, head)
         visited = [h["tiles_visited"] for h in results[1][2]["heads"]]
         assert all(0 < x <= 1 for x in visited)

@@ -18,6 +18,7 @@ import pytest
 
 import tilesplash
 from tilesplash import Mask, VideoAttention, VideoGeometry
+from tilesplash._backends import BACKENDS
 
 
 def rounded(keep, block_q, block_kv):
@@ -149,7 +150,7 @@ def test_flex_on_cpu_equals_native_and_has_no_partial_block(method, sink):
     for h1, h2 in zip(r1["heads"], r2["heads"]):
         assert h2["density"] == pytest.approx(h1["density"])
     assert r2["granularity"] == "tile"
-    runner = flex._flex_runner()
+    runner = flex._runner(BACKENDS["flex"])
     choices = [h["choice"] for h in r2["heads"]]
     masks = runner.block_masks(choices, "cpu")
     partial = [int(bm.kv_num_blocks.sum()) for bm in masks]
@@ -173,7 +174,7 @@ def test_token_granularity_block_masks_keep_their_partial_blocks():
     flex = VideoAttention(g, backend="flex", force="spatial", block_q=64, block_kv=64)
     q = torch.zeros((1, 1, g.tokens, 32))
     flex(q, q, q, layout="bhnd")
-    (bm,) = flex._flex_runner().block_masks(["spatial"], "cpu")
+    (bm,) = flex._runner(BACKENDS["flex"]).block_masks(["spatial"], "cpu")
     assert int(bm.kv_num_blocks.sum()) > 0 and not hasattr(bm, FULL_ONLY_TAG)
 
 
@@ -186,7 +187,7 @@ def test_bad_granularity_is_refused_by_name():
     with pytest.raises(ValueError, match="granularity: 'tile' is not available for method 'svg2'"):
         va = VideoAttention(g, method="svg2", granularity="tile", backend="flex")
         _torch()
-        va._flex_runner()
+        va._runner(BACKENDS["flex"])
     with pytest.raises(ValueError, match="q_len: expected an int in \\[1"):
         Mask.causal().tile_granular(0, 4)
 
@@ -207,7 +208,7 @@ def test_diffusers_enable_passes_the_granularity_to_every_layer():
         try:
             outs[granularity] = run_wan(model, hidden, text)
             layers = list(handle._runtime._layers.values())
-            assert layers and all(layer._flex_settings["granularity"] == granularity
+            assert layers and all(layer._runner_settings["granularity"] == granularity
                                   for layer in layers)
         finally:
             handle.remove()
@@ -217,7 +218,9 @@ def test_diffusers_enable_passes_the_granularity_to_every_layer():
 def test_diffusers_enable_refuses_a_bad_granularity():
     _torch()
     pytest.importorskip("diffusers")
+    from diffusers_tiny import tiny_wan
+
     from tilesplash.diffusers import enable
 
     with pytest.raises(ValueError, match="granularity: expected 'token' or 'tile', got 'Tile'"):
-        enable(_torch().nn.Linear(2, 2), granularity="Tile")
+        enable(tiny_wan(), granularity="Tile")

@@ -176,8 +176,8 @@ void run_masked(const AttendOptions& options, const AttendSetup& setup, const La
   PlanCache plans;
   masked.plans = &plans;
   masked.progress = advance;
-  AttentionRunner runner(context);
-  const MaskedAttentionResult result = masked_attention(runner, *setup.mask, args, masked);
+  const std::unique_ptr<AttentionBackend> backend = make_backend("cpu", context);
+  const MaskedAttentionResult result = masked_attention(*backend, *setup.mask, args, masked);
   record["mask"] = setup.mask->to_string();
   record["density"] = result.plan->stats().density;
   record["plan_seconds"] = result.plan->stats().build_seconds;

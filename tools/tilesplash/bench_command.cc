@@ -75,7 +75,7 @@ struct Timing {
 // finite and the check is not attention work. CPU time leaves out the time
 // other processes hold the cores, so on a loaded machine it stays close to
 // what a quiet one gives.
-Timing median_timing(AttentionRunner& runner, const TilePlan& plan, const AttentionArgs& args,
+Timing median_timing(AttentionBackend& runner, const TilePlan& plan, const AttentionArgs& args,
                      AttentionOptions options, std::int64_t repeats) {
   runner.forward(plan, args, options);
   options.check_finite = false;
@@ -183,7 +183,7 @@ std::vector<std::string> ablation_names() {
 }
 
 // Median wall seconds of each alternative, in list order.
-std::vector<double> time_alternatives(AttentionRunner& runner, const TilePlan& plan,
+std::vector<double> time_alternatives(AttentionBackend& runner, const TilePlan& plan,
                                       const AttentionArgs& args,
                                       const std::vector<Alternative>& list, std::int64_t repeats) {
   for (const Alternative& alternative : list) {
@@ -327,7 +327,8 @@ BenchRun run(const BenchOptions& options, const BenchSetup& setup) {
   // spoil either measurement but rarely both.
   const PeakMeasurement before =
       measure_peak(setup.dtype, setup.threads, 0.2, context, attention.product_path);
-  AttentionRunner runner(setup.context);
+  const std::unique_ptr<AttentionBackend> backend = make_backend("cpu", setup.context);
+  AttentionBackend& runner = *backend;
   if (!options.ablation.empty()) {
     result.alternatives = ablation_alternatives(options.ablation, attention, setup.dtype);
     result.alternative_seconds =

@@ -10,7 +10,6 @@ from .agreement import agree as agree_description
 from .call import Call, agree, check_local, start
 from .group import (DEFAULT_TIMEOUT, MAX_TIMEOUT, Group, check_timeout, release_buffers,
                     torch_modules, workspace)
-from .layouts import as_bnhd, from_bnhd, lse_from_bhn
 from .ring import ring_attention
 from .shards import SequenceShards, head_range
 from .ulysses import UlyssesExchange, single, ulysses_attention, ulysses_exchange
@@ -25,13 +24,10 @@ __all__ = [
     "UlyssesExchange",
     "agree",
     "agree_description",
-    "as_bnhd",
     "check_local",
     "check_timeout",
     "describe",
-    "from_bnhd",
     "head_range",
-    "lse_from_bhn",
     "release_buffers",
     "ring_attention",
     "single",

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._backend import check_backend, resolve
-from .._mask import _parse, as_mask
-from .._tensors import MAX_THREADS, check_int, check_layout, check_qkv, check_scale
+from .._backends import Backend, check_backend, resolve
+from .._mask import _parse, as_mask, core_mask
+from .._checks import MAX_THREADS, check_int, check_scale
+from .._tensors import check_layout, check_qkv
 from .._threading import check_context
 from .agreement import (DIGEST_WORDS, check_same, describe, describe_arguments, digest_words,
                         gather_objects, gather_rows)
 from .group import Group, torch_modules
-from .layouts import as_bnhd
+from .._layouts import to_bnhd
 from .shards import SequenceShards
 
 
@@ -33,7 +34,7 @@ class Call:
     v_dim: int
     dtype: object
     threads: int
-    backend: str = "cpu"  # resolved: "cpu" (the native kernel) or "flex"
+    backend: Backend  # resolved once: what every step of the call runs on
 
 
 def check_local(q, k, v, mask, layout, scale, threads, who, backend="auto") -> Call:
@@ -45,11 +46,11 @@ def check_local(q, k, v, mask, layout, scale, threads, who, backend="auto") -> C
             raise TypeError(f"{name}: {who} needs torch tensors (it runs on torch.distributed), "
                             f"got {type(x).__module__}.{type(x).__qualname__}")
     backend = resolve(backend, q)
-    check_qkv(q, k, v, layout, any_device=backend == "flex")
+    check_qkv(q, k, v, layout, any_device=backend.any_device)
     mask = as_mask(mask)
     scale = check_scale(scale)
     threads = check_int(threads, "threads", 0, maximum=MAX_THREADS)
-    qb, kb, vb = (as_bnhd(x, layout) for x in (q, k, v))
+    qb, kb, vb = (to_bnhd(x, layout) for x in (q, k, v))
     if tuple(kb.shape[:3]) != tuple(qb.shape[:3]) or tuple(vb.shape[:3]) != tuple(qb.shape[:3]):
         raise ValueError(
             f"k, v: every rank holds the same shard of q, k and v, so their [batch, N, heads] "
@@ -77,7 +78,7 @@ def call_description(local: Call, arguments) -> dict[str, str]:
         "batch": str(local.batch), "heads": str(local.heads), "head dim": str(local.dim),
         "v head dim": str(local.v_dim), "dtype": str(local.dtype).removeprefix("torch."),
         "layout": local.layout, "mask": _comparable_spec(local.mask),
-        "scale": describe(local.scale), "backend": local.backend})
+        "scale": describe(local.scale), "backend": local.backend.name})
     return described
 
 
@@ -118,7 +119,7 @@ def agree(ctx: Group, local: Call | None, description, error: Exception | None) 
     shards = SequenceShards(tuple(int(x[1]) for x in rows))
     if shards.total == 0:
         return shards
-    local.mask._core.check_lengths(shards.total, shards.total)
+    core_mask(local.mask).check_lengths(shards.total, shards.total)
     return shards
 
 

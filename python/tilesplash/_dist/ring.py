@@ -3,21 +3,11 @@ through their LSEs."""
 
 from __future__ import annotations
 
-from .._attention import attention
-from .._merge import merge_attention
+from .._attention import run_checked
 from .call import start
 from .group import torch_modules, workspace
-from .layouts import from_bnhd, lse_from_bhn
+from .._layouts import from_bnhd, lse_to_layout
 from .ulysses import single
-
-
-def merge_on_device(out_a, lse_a, out_b, lse_b):
-    """merge_attention in float32 torch ops on the tensors' device (bnhd outputs,
-    [batch, heads, N] LSEs); rows whose LSEs are both -inf give 0 and -inf."""
-    from .._flex.video import merge_lse
-
-    out, lse = merge_lse(out_a.transpose(1, 2), lse_a, out_b.transpose(1, 2), lse_b)
-    return out.transpose(1, 2), lse
 
 
 def ring_attention(q, k, v, *, mask="dense", layout="bnhd", group=None, scale=None,
@@ -96,21 +86,16 @@ def ring_attention(q, k, v, *, mask="dense", layout="bnhd", group=None, scale=No
         k0, k1 = shards.range(src)
         ks = current[:k_part(k1 - k0)].view(call.batch, k1 - k0, call.heads, call.dim)
         vs = current[k_part(k1 - k0):].view(call.batch, k1 - k0, call.heads, call.v_dim)
-        out, lse = attention(call.q, ks, vs, mask=call.mask, layout="bnhd", scale=call.scale,
-                             return_lse=True, threads=threads, q_offset=q0, kv_offset=k0,
-                             q_total=total, kv_total=total, context=context,
-                             backend=call.backend)
+        out, lse = run_checked(call.backend, call.q, ks, vs, call.mask, "bnhd", call.scale,
+                               threads, context, q0, k0, total, total)
         if acc_out is None:
             acc_out, acc_lse = out, lse
-        elif call.backend == "flex":
-            acc_out, acc_lse = merge_on_device(acc_out, acc_lse, out, lse)
         else:
-            acc_out, acc_lse = merge_attention([acc_out, out], [acc_lse, lse], layout="bnhd",
-                                               dtype=torch.float32)
+            acc_out, acc_lse = call.backend.merge(acc_out, acc_lse, out, lse, "bnhd")
     n_local = q1 - q0
     if acc_out is None:  # no query of this shard keeps any key
         acc_out = torch.zeros((call.batch, n_local, call.heads, call.v_dim), dtype=call.dtype,
                               device=device)
         acc_lse = torch.full((call.batch, call.heads, n_local), float("-inf"), device=device)
     out = from_bnhd(acc_out.to(call.dtype), call.layout)
-    return (out, lse_from_bhn(acc_lse, call.layout)) if return_lse else out
+    return (out, lse_to_layout(acc_lse, call.layout)) if return_lse else out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._tensors import check_int
+from .._checks import check_int
 
 
 @dataclass(frozen=True)

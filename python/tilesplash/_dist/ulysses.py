@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import math
 
-from .._attention import attention
-from .._tensors import check_int
+from .._attention import run_checked
+from .._checks import check_int
 from .call import Call, start
 from .group import Group, torch_modules, workspace
-from .layouts import from_bnhd, lse_from_bhn
+from .._layouts import from_bnhd, lse_to_layout
 from .shards import SequenceShards, head_range
 
 
@@ -192,15 +192,15 @@ def ulysses_attention(q, k, v, *, mask="dense", layout="bnhd", group=None, scale
         return single(call, return_lse, threads, context)
     exchange = UlyssesExchange(ctx, shards, call.heads)
     qh, kh, vh = exchange.to_heads(call.q, call.k, call.v, scratch=True)
-    out, lse = attention(qh, kh, vh, mask=call.mask, layout="bnhd", scale=call.scale,
-                         return_lse=True, threads=threads, context=context, backend=call.backend)
+    out, lse = run_checked(call.backend, qh, kh, vh, call.mask, "bnhd", call.scale, threads,
+                           context)
     out, lse = exchange.to_sequence(out, lse if return_lse else None)
     out = from_bnhd(out, call.layout)
-    return (out, lse_from_bhn(lse, call.layout)) if return_lse else out
+    return (out, lse_to_layout(lse, call.layout)) if return_lse else out
 
 
 def single(call: Call, return_lse, threads, context):
-    out, lse = attention(call.q, call.k, call.v, mask=call.mask, layout="bnhd", scale=call.scale,
-                         return_lse=True, threads=threads, context=context, backend=call.backend)
+    out, lse = run_checked(call.backend, call.q, call.k, call.v, call.mask, "bnhd", call.scale,
+                           threads, context)
     out = from_bnhd(out, call.layout)
-    return (out, lse_from_bhn(lse, call.layout)) if return_lse else out
+    return (out, lse_to_layout(lse, call.layout)) if return_lse else out

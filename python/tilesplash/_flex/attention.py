@@ -9,34 +9,13 @@ from __future__ import annotations
 
 import torch
 
+from .._layouts import from_bhnd, lse_to_layout, to_bhnd
 from .._tensors import batch_heads_len
 from .kernel import run_flex
 from .masks import block_mask_for
 from .tuning import kernel_options_for
 
 DEFAULT_BLOCK = 128
-
-
-def to_bhnd(x, layout: str):
-    """A [B, H, N, d] view of x in `layout`."""
-    if layout == "bhnd":
-        return x
-    if layout == "bnhd":
-        return x.transpose(1, 2)
-    return x.unsqueeze(0)
-
-
-def from_bhnd(x, layout: str):
-    """x [B, H, N, d] in `layout`, C-contiguous."""
-    if layout == "bhnd":
-        return x.contiguous()
-    if layout == "bnhd":
-        return x.transpose(1, 2).contiguous()
-    return x[0].contiguous()
-
-
-def lse_to_layout(lse, layout: str):
-    return lse[0] if layout == "hnd" else lse
 
 
 FLEX_DEVICES = ("cuda", "cpu", "xpu", "hpu", "mps")

@@ -44,23 +44,10 @@ from torch.nn.attention.flex_attention import BlockMask
 from .. import _core
 from .kernel import run_flex
 
-_MASK64 = (1 << 64) - 1
 # Inference only: the transposed (q-block) lists serve the backward pass.
 _NO_Q_BLOCKS = ({"compute_q_blocks": False}
                 if "compute_q_blocks" in BlockMask.from_kv_blocks.__code__.co_varnames else {})
 _CHUNK_ELEMENTS = 1 << 27
-
-
-def _mix64(z: int) -> int:
-    z = (z + 0x9E3779B97F4A7C15) & _MASK64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
-    return z ^ (z >> 31)
-
-
-def hash_combine(seed: int, value: int) -> int:
-    """The library's hash_combine (src/masks/mask_util.h)."""
-    return _mix64(seed ^ _mix64(value))
 
 
 def _assign(points, centroids):
@@ -254,13 +241,16 @@ class DeviceClusters:
     under its lock, so a layer's warm start is never another layer's."""
 
     def __init__(self, geometry, options):
+        """options: the core's svg2 options for this geometry and density
+        (VideoAttention.cluster_options): density, min_kc_ratio and each side's
+        k-means run (clusters, iterations, tolerance, seed). Nothing is chosen here."""
+        if options is None or options["density"] is None:
+            raise ValueError("options: expected svg2's cluster options with a density, got "
+                             f"{options!r}")
         self.geometry = geometry
         self.density = options["density"]
-        self.seed = options["seed"]
-        self.query_clusters = 300 if geometry.tokens_per_frame >= 3600 else 200
-        self.key_clusters = 1000
-        self.min_kc_ratio = min(0.1, self.density / 2.0)
-        self.first_iterations, self.warm_iterations, self.tolerance = 50, 2, 1e-4
+        self.min_kc_ratio = options["min_kc_ratio"]
+        self.runs = {"q": options["query"], "k": options["key"]}
         self.warm: dict = {}
         self.last: dict = {}  # head -> its clusters in the last call, for head_mask()
 
@@ -287,14 +277,15 @@ class DeviceClusters:
             return (text, n), (0, text)
         return (0, n - text), (n - text, n)
 
-    def _cluster(self, points, which, clusters, heads, layer):
-        salt = 1 if which == "q" else 2
+    def _cluster(self, points, which, heads, layer):
+        run = self.runs[which]
+        clusters = run["clusters"]
         keys = [(layer, which, h) for h in heads]
         warm = [self.warm.get(key) for key in keys]
         use_warm = all(w is not None and w.shape == (clusters, points.shape[2]) for w in warm)
         centroids, labels, sizes = kmeans(
-            points, clusters, hash_combine(self.seed, salt),
-            self.warm_iterations if use_warm else self.first_iterations, self.tolerance,
+            points, clusters, run["seed"],
+            run["warm_iterations"] if use_warm else run["first_iterations"], run["tolerance"],
             torch.stack(warm) if use_warm else None)
         for key, c in zip(keys, centroids):
             self.warm[key] = c
@@ -308,11 +299,11 @@ class DeviceClusters:
         start = time.perf_counter()
         (v0, v1), text_range = self._ranges()
         n, length, text = self.geometry.tokens, v1 - v0, self.geometry.text_tokens
-        qc, kc = min(self.query_clusters, length), min(self.key_clusters, length)
+        qc, kc = self.runs["q"]["clusters"], self.runs["k"]["clusters"]
         d = int(q.shape[3])
         scale = video_attention.scale if video_attention.scale is not None else d ** -0.5
-        cq, lq, sq = self._cluster(q[0, :, v0:v1].float(), "q", qc, group, layer)
-        ck, lk, sk = self._cluster(k[0, :, v0:v1].float(), "k", kc, group, layer)
+        cq, lq, sq = self._cluster(q[0, :, v0:v1].float(), "q", group, layer)
+        ck, lk, sk = self._cluster(k[0, :, v0:v1].float(), "k", group, layer)
         kept = select_pairs(cq, ck, sq, sk, scale, self.density, self.min_kc_ratio, n, text)
         for i, h in enumerate(group):
             self.last[h] = ((cq[i], lq[i], sq[i]), (ck[i], lk[i], sk[i]), kept[i])

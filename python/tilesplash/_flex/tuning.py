@@ -63,9 +63,9 @@ def tune_key(device, mask, q_len, kv_len, head_dim, dtype, block) -> str:
     """The cache key of one call shape: the device's fields here, the mask's and the
     lengths' from the core (tilesplash._core.tune_shape), as the native tuner keys them."""
     from .. import _core
-    from .._mask import as_mask
+    from .._mask import core_mask
 
-    fields = dict(_core.tune_shape(as_mask(mask)._core, int(q_len), int(kv_len)))
+    fields = dict(_core.tune_shape(core_mask(mask), int(q_len), int(kv_len)))
     fields.update({
         "backend": "flex",
         "device": device_name(device),

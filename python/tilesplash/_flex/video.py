@@ -34,9 +34,11 @@ import numpy as np
 import torch
 
 from .. import _core
-from .._mask import Mask
+from .._mask import Mask, core_mask
 from .._methods import cluster_choice, method_flag
-from .attention import check_device, check_finite, from_bhnd, lse_to_layout, to_bhnd
+from .._layouts import from_bhnd, lse_to_layout, to_bhnd
+from .._lse_merge import merge_lse
+from .attention import check_device, check_finite
 from .kernel import run_flex
 from .masks import block_mask_for
 from .router import decide, sampled_mse
@@ -51,17 +53,6 @@ def _synchronize(device) -> None:
     """Timings of work queued on a GPU count once it has run."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def merge_lse(out_a, lse_a, out_b, lse_b):
-    """Exact merge of two attention results of the same queries over disjoint keys
-    (float32; rows whose two LSEs are -inf give 0 and -inf)."""
-    lse = torch.logaddexp(lse_a, lse_b)
-    safe = torch.where(torch.isfinite(lse), lse, torch.zeros_like(lse))
-    wa = torch.where(torch.isfinite(lse_a), torch.exp(lse_a - safe), torch.zeros_like(lse_a))
-    wb = torch.where(torch.isfinite(lse_b), torch.exp(lse_b - safe), torch.zeros_like(lse_b))
-    out = wa[..., None] * out_a.float() + wb[..., None] * out_b.float()
-    return out, lse
 
 
 def visited_pairs(tables) -> float:
@@ -104,7 +95,7 @@ class FlexVideo:
         if method_flag(owner.method, "data_driven"):
             from .clusters import DeviceClusters
 
-            self.clusters = DeviceClusters(owner.geometry, owner._svg2)
+            self.clusters = DeviceClusters(owner.geometry, owner.cluster_options)
 
     # -- routing -----------------------------------------------------------------------------
 
@@ -250,8 +241,8 @@ class FlexVideo:
                     # Rounded out, less what the head's rounded band keeps: the two merge
                     # through their LSEs, so no key may be in both.
                     mask = Mask(_core.Mask.segment_minus(
-                        mask.tile_granular(n, count, *self.block)._core, calls[0][0][h]._core,
-                        extra["first"], extra["stride"]))
+                        core_mask(mask.tile_granular(n, count, *self.block)),
+                        core_mask(calls[0][0][h]), extra["first"], extra["stride"]))
                 segment.append(mask if segment_keys is None else mask & segment_keys)
             calls.append((segment, count))
         return calls
@@ -328,7 +319,7 @@ class FlexVideo:
             ks, vs = kr.index_select(2, keys), vr.index_select(2, keys)
             masks, count = calls[1]
             o2, l2 = self._flex(qr, ks, vs, masks, count, True)
-            o, l = merge_lse(o, l, o2, l2)
+            o, l = merge_lse([o, o2], [l, l2])
             for h in group:
                 info[h]["tiles_visited"] += self._visited(masks[h], n, count) / (n * n)
         start = time.perf_counter()

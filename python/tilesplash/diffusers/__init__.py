@@ -26,7 +26,6 @@ only): see ``_sequence_parallel`` and docs/diffusers.md.
 from __future__ import annotations
 
 import copy
-import numbers
 
 try:
     import diffusers  # noqa: F401  (fail here, with the fix, rather than inside enable)
@@ -36,10 +35,15 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 
 import tilesplash
 
-from .. import _dist
 from ._dispatch import ModelState, add_runtime, drop_runtime
 from ._install import Installed, carries_tilesplash, check_processors, installed_on, strip
 from ._models import model_specs, spec_for
+from .._backends import BACKENDS, check_backend
+from .._checks import (MAX_THREADS, check_bool, check_fraction, check_granularity, check_int,
+                       check_precision, prefixed)
+from .._dist import check_timeout
+from .._methods import check_method
+from .._threading import check_context
 from .._video import check_error_target
 from ._report import plot, summarize, summary_table
 from ._runtime import Runtime, Settings
@@ -81,7 +85,7 @@ class TilesplashHandle:
     def set_step(self, step: int) -> None:
         """Make the next transformer call denoising step ``step`` (and the calls at its timestep);
         counting goes on from there."""
-        self._runtime.steps.pin(_non_negative_int(step, "step"))
+        self._runtime.steps.pin(check_int(step, "step", 0))
 
     def report(self) -> list[dict]:
         """One dict per self-attention call since ``enable``, in call order.
@@ -203,33 +207,37 @@ def enable(
         to whole tiles of the kernel that runs it: no partial tile, no per-pair mask;
         tilesplash.VideoAttention and docs/masks.md).
     """
-    granularity = _granularity(granularity)
     targets, scheduler = _targets(target)
-    timeout = _timeout(timeout)  # checked with or without a group
-    method = _method(method)
-    dense_last_steps = _non_negative_int(dense_last_steps, "dense_last_steps")
-    total_steps = None if total_steps is None else _positive_int(total_steps, "total_steps")
-    if dense_last_steps and total_steps is None and scheduler is None:
-        raise ValueError(f"{_WHO}: dense_last_steps needs the number of steps: pass the pipeline "
-                         "(its scheduler knows it) or total_steps=")
-    settings = Settings(
-        method=method,
-        density=_density(density),
-        density_budget=None if density_budget is None else _density(density_budget, "density_budget"),
-        sink=None if sink is None else _bool(sink, "sink"),
-        dense_layers=_non_negative_int(dense_layers, "dense_layers"),
-        dense_steps=None if dense_steps is None else _non_negative_int(dense_steps, "dense_steps"),
-        dense_last_steps=dense_last_steps,
-        total_steps=total_steps,
-        force=_force(force, method),
-        samples=_positive_int(samples, "samples"),
-        threads=_non_negative_int(threads, "threads", maximum=tilesplash._core.MAX_THREADS),
-        context=_context(context),
-        backend=_backend(backend),
-        precision=_precision(precision, backend),
-        **_error_target(error, densities),
-        granularity=granularity,
-    )
+    with prefixed(_WHO):  # the library's checks and wording, "tilesplash.diffusers.enable: " first
+        timeout = check_timeout(timeout)  # checked with or without a group
+        method = check_method(method)
+        dense_last_steps = check_int(dense_last_steps, "dense_last_steps", 0)
+        total_steps = check_int(total_steps, "total_steps", 1, allow_none=True)
+        if dense_last_steps and total_steps is None and scheduler is None:
+            raise ValueError("dense_last_steps needs the number of steps: pass the pipeline "
+                             "(its scheduler knows it) or total_steps=")
+        backend = check_backend(backend)
+        error, densities = check_error_target(error, densities)
+        settings = Settings(
+            method=method,
+            density=check_fraction(density, "density"),
+            density_budget=check_fraction(density_budget, "density_budget", allow_none=True),
+            sink=None if sink is None else check_bool(sink, "sink"),
+            dense_layers=check_int(dense_layers, "dense_layers", 0),
+            dense_steps=check_int(dense_steps, "dense_steps", 0, allow_none=True),
+            dense_last_steps=dense_last_steps,
+            total_steps=total_steps,
+            force=_force(force, method),
+            samples=check_int(samples, "samples", 1),
+            threads=check_int(threads, "threads", 0, maximum=MAX_THREADS),
+            context=check_context(context),
+            backend=backend,
+            precision=(BACKENDS[backend].check_precision(precision) if backend in BACKENDS
+                       else check_precision(precision)),
+            error=error,
+            densities=None if densities is None else tuple(densities),
+            granularity=check_granularity(granularity),
+        )
     for _, model, spec in targets:
         check_processors(model, spec, _WHO)
     sequence = None
@@ -319,107 +327,19 @@ def _spec(model):
     return spec
 
 
-def _method(value) -> str:
-    names = tuple(tilesplash.methods())
-    if not isinstance(value, str):
-        raise TypeError(f"{_WHO}: method must be a string; got {type(value).__name__}")
-    if value not in names:
-        raise ValueError(f"{_WHO}: method must be one of {', '.join(map(repr, names))}; got {value!r}")
-    return value
-
-
-def _error_target(error, densities) -> dict:
-    """Settings' error and densities, checked by the library's rules."""
-    try:
-        error, densities = check_error_target(error, densities)
-    except (TypeError, ValueError) as e:
-        raise type(e)(f"{_WHO}: {e}") from None
-    return dict(error=error, densities=None if densities is None else tuple(densities))
-
-
-def _density(value, name: str = "density") -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{_WHO}: {name} must be a number in (0, 1]; got {type(value).__name__}")
-    value = float(value)
-    if not 0.0 < value <= 1.0:
-        raise ValueError(f"{_WHO}: {name} must be in (0, 1]; got {value}")
-    return value
-
-
-def _bool(value, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{_WHO}: {name} must be True, False or None; got {value!r}")
-    return value
-
-
-def _integer(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"tilesplash: {name} must be an integer; got {type(value).__name__}")
-    return int(value)
-
-
-def _context(context):
-    if context is not None and not isinstance(context, tilesplash.ThreadingContext):
-        raise TypeError(f"{_WHO}: context must be a tilesplash.ThreadingContext or None, got "
-                        f"{type(context).__name__}")
-    return context
-
-
-def _granularity(value) -> str:
-    if value not in ("token", "tile"):
-        raise ValueError(f"{_WHO}: granularity: expected 'token' or 'tile', got {value!r}")
-    return value
-
-
-def _precision(value, backend) -> str:
-    if not isinstance(value, str) or value not in ("default", "int8"):
-        raise ValueError(f"{_WHO}: precision must be 'default' or 'int8'; got {value!r}")
-    if value != "default" and backend == "flex":
-        raise ValueError(f"{_WHO}: precision='int8' runs on the native CPU kernel only; the flex "
-                         "backend takes precision='default'")
-    return value
-
-
-def _backend(value) -> str:
-    if value not in ("auto", "cpu", "flex"):
-        raise ValueError(f"{_WHO}: backend must be 'auto', 'cpu' or 'flex'; got {value!r}")
-    return value
-
-
-_INT64_MAX = 2**63 - 1
-
-
-def _non_negative_int(value, name: str, maximum: int = _INT64_MAX) -> int:
-    value = _integer(value, name)
-    if not 0 <= value <= maximum:
-        raise ValueError(f"tilesplash: {name} must be in [0, {maximum}]; got {value}")
-    return value
-
-
-def _timeout(value):
-    """None, seconds or a timedelta in (0, 365 days], rounded up to whole milliseconds
-    (c10d reads 0 ms as no timeout); checked with or without a group."""
-    return _dist.check_timeout(value)
-
-
-def _positive_int(value, name: str) -> int:
-    value = _integer(value, name)
-    if not 1 <= value <= _INT64_MAX:
-        raise ValueError(f"tilesplash: {name} must be in [1, {_INT64_MAX}]; got {value}")
-    return value
-
-
 def _force(value, method: str) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str):
-        raise TypeError(f"{_WHO}: force must be None or a string; got {type(value).__name__}")
     names = ("dense",) + tuple(tilesplash.methods()[method]["mask_names"])
+    if not isinstance(value, str):
+        raise TypeError(f"force: expected None or a string ('dense' or a candidate's name), got "
+                        f"{type(value).__name__}")
     if len(names) == 1:
         # The mask names depend on the geometry (sta windows): VideoAttention checks them.
         if value == "":
-            raise ValueError(f"{_WHO}: force must be None, 'dense' or a candidate's name; got ''")
+            raise ValueError("force: expected None, 'dense' or a candidate's name, got ''")
         return value
     if value not in names:
-        raise ValueError(f"{_WHO}: force must be None or one of {', '.join(map(repr, names))}; got {value!r}")
+        raise ValueError(f"force: expected None or one of {', '.join(map(repr, names))}, got "
+                         f"{value!r}")
     return value

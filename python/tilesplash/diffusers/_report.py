@@ -15,14 +15,19 @@ def summarize(report: list[dict]) -> list[dict]:
     ``seconds`` (attention time), ``dense_seconds`` (an estimate of the same
     calls run dense: each head's time over the share of the map its kernel
     visited, "tiles_visited"), ``saved_seconds`` (dense_seconds - seconds) and
-    ``target_missed`` (heads whose error target no candidate met).
+    ``target_missed`` (heads whose error target no candidate met) and
+    ``families``: per mask family (the choice without its density or
+    parameters: "spatial@0.05" -> "spatial", "sta:3x3x3" -> "sta", "dense"),
+    ``{"heads", "density", "seconds", "saved_seconds"}`` with ``density`` the
+    mean over that family's heads and the seconds summed as above.
     """
     rows: dict[int, dict] = {}
     for record in report:
         row = rows.setdefault(
             record["step"],
             {"step": record["step"], "calls": 0, "dense": 0, "spatial": 0, "temporal": 0, "density": 0.0,
-             "seconds": 0.0, "dense_seconds": 0.0, "saved_seconds": 0.0, "target_missed": 0},
+             "seconds": 0.0, "dense_seconds": 0.0, "saved_seconds": 0.0, "target_missed": 0,
+             "families": {}},
         )
         row["calls"] += 1
         row["seconds"] += record["seconds"]
@@ -31,18 +36,27 @@ def summarize(report: list[dict]) -> list[dict]:
             row["density"] += head["density"]
             visited = head.get("tiles_visited") or 1.0
             row["dense_seconds"] += head.get("seconds", 0.0) / max(visited, 1e-12)
-            row["saved_seconds"] += head.get("seconds", 0.0) * (1.0 / max(visited, 1e-12) - 1.0)
+            saved = head.get("seconds", 0.0) * (1.0 / max(visited, 1e-12) - 1.0)
+            row["saved_seconds"] += saved
             row["target_missed"] += head.get("target_met", True) is False
+            family = row["families"].setdefault(
+                _family(head["choice"]), {"heads": 0, "density": 0.0, "seconds": 0.0, "saved_seconds": 0.0})
+            family["heads"] += 1
+            family["density"] += head["density"]
+            family["seconds"] += head.get("seconds", 0.0)
+            family["saved_seconds"] += saved
     for row in rows.values():
         heads = sum(row[choice] for choice in _choices(row))
         row["density"] = row["density"] / heads if heads else 1.0
+        row["families"] = {name: dict(f, density=f["density"] / f["heads"])
+                           for name, f in sorted(row["families"].items())}
     return [rows[step] for step in sorted(rows)]
 
 
 def _choices(row: dict) -> list[str]:
     """The head-count keys of a summarize() row: dense, spatial, temporal, then the others."""
     fixed = {"step", "calls", "density", "seconds", "dense_seconds", "saved_seconds",
-             "target_missed"}
+             "target_missed", "families"}
     return list(_SVG_CHOICES) + [key for key in row if key not in fixed and key not in _SVG_CHOICES]
 
 

@@ -6,7 +6,7 @@ from functools import lru_cache
 
 from .._attention import plan
 from .._mask import Mask, as_mask
-from .._tensors import check_int
+from .._checks import check_int
 from ._tiles import TileSet
 
 

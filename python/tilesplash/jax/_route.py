@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _core
-from .._tensors import check_int
+from .._checks import check_int
 from .._video import VideoAttention
 
 

@@ -32,7 +32,7 @@ from jax.experimental.pallas.ops.tpu.splash_attention.splash_attention_mask_info
 from .. import _core
 from .._mask import Mask
 from .._methods import method_flag
-from .._tensors import check_bool, check_int
+from .._checks import check_bool, check_int
 from .._video import VideoAttention
 from ._kernel import check_kernel_blocks, kernel_output, make_kernel, scaled, splash_attention
 from ._mask_info import build_stacked_info

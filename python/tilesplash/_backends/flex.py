@@ -1,0 +1,39 @@
+"""PyTorch's FlexAttention as a backend: torch tensors on any device it runs on
+(compiled on GPUs, eager on the CPU). torch is imported when a call runs."""
+
+from __future__ import annotations
+
+from .._checks import FLEX_BLOCKS
+from .._tensors import is_torch
+from .base import Backend
+
+
+class FlexBackend(Backend):
+    name = "flex"
+    summary = "PyTorch FlexAttention (torch tensors on any device; docs/gpu.md)"
+    any_device = True
+    blocks = FLEX_BLOCKS
+
+    def is_default_for(self, q) -> bool:
+        return is_torch(q) and q.device.type != "cpu"
+
+    def check_input(self, q) -> None:
+        if not is_torch(q):
+            raise TypeError("backend: 'flex' runs torch tensors (FlexAttention); got "
+                            f"{type(q).__module__}.{type(q).__qualname__} q")
+
+    def attention(self, q, k, v, *, mask, layout, scale, block_q, block_kv, threads, window,
+                  context, precision, kind):
+        from .._flex.attention import flex_masked_attention
+
+        return flex_masked_attention(q, k, v, mask, layout, scale, block_q, block_kv, window)
+
+    def merge(self, out_a, lse_a, out_b, lse_b, layout):
+        from .._lse_merge import merge_lse
+
+        return merge_lse([out_a, out_b], [lse_a, lse_b], layout)
+
+    def video_runner(self, owner, settings):
+        from .._flex.video import FlexVideo
+
+        return FlexVideo(owner, **settings)

@@ -1,0 +1,350 @@
+// Incremental scoring of nested density ladders; see ladder_scorer.h.
+#include "routing/ladder_scorer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <string>
+#include <utility>
+
+namespace tilesplash::detail {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr std::int64_t kLanes = 8;  // head dims are multiples of 8 (kernel_limits.h)
+
+inline float to_f32(float x) { return x; }
+inline float to_f32(std::uint16_t bits) {  // bf16: the high half of an f32
+  const std::uint32_t wide = static_cast<std::uint32_t>(bits) << 16;
+  float x;
+  std::memcpy(&x, &wide, sizeof x);
+  return x;
+}
+
+// Q.K^T of one pair in kLanes fixed-order partial sums (vectorisable, and the
+// same sum whichever thread computes it).
+float dot(const float* q, const float* k, std::int64_t d) {
+  float part[kLanes] = {};
+  for (std::int64_t t = 0; t < d; t += kLanes) {
+    for (std::int64_t u = 0; u < kLanes; ++u) part[u] += q[t + u] * k[t + u];
+  }
+  return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+}
+
+void axpy(float p, const float* v, float* acc, std::int64_t dv) {
+  for (std::int64_t t = 0; t < dv; ++t) acc[t] += p * v[t];
+}
+
+// Keys per block of the walk: every track (a sampled row's ladder) visits a
+// block in turn, so the block's K and V rows are converted to f32 and read
+// from memory once for all the head's sampled rows, and stay in L1 (32 keys of
+// d = dv = 128: 32 KiB) while they do.
+constexpr std::int64_t kKeyBlock = 32;
+
+// One sampled row's walk over one chain: the keys [begin, end) of its hull,
+// each with its ring (level[i] < rings) or none (level[i] >= rings). A row on
+// which the chain is nested is one track of m rings; otherwise it is m tracks
+// of one ring each (rung `rung` alone).
+struct Track {
+  std::int64_t row = 0;  // index into rows
+  std::int64_t begin = 0, end = 0;
+  std::size_t level = 0;  // offset into Scratch::level
+  std::size_t rings = 0;
+  std::size_t rung = 0;   // rings == 1: the chain's rung it scores
+  std::size_t state = 0;  // offset of its first ring's state
+};
+
+// A chain's tracks for every sampled row: the same for every head (masks and
+// rows are), so built once per call.
+struct ChainTracks {
+  std::vector<Track> tracks;
+  std::vector<std::uint8_t> level;
+  std::size_t states = 0;
+};
+
+struct Scratch {
+  std::vector<float> q;              // [rows, d] in f32
+  std::vector<float> max, sum, acc;  // per (track, ring); acc [.., dv]
+  std::vector<float> score, block_max;
+  std::vector<float> kb, vb;  // the current key block's K and V rows in f32
+  std::vector<std::uint8_t> ring;
+  std::vector<std::int64_t> key;
+  std::vector<double> out, rung_err;
+};
+
+struct Inputs {
+  const TensorView& q;
+  const TensorView& k;
+  const TensorView& v;
+  std::span<const Mask> masks;
+  std::span<const std::int64_t> rows;
+  float scale;
+  const float* reference;
+  std::int64_t reference_rows;
+};
+
+template <typename T>
+const T* row_of(const TensorView& t, std::int64_t h, std::int64_t n) {
+  return static_cast<const T*>(t.data) + h * t.head_stride + n * t.row_stride;
+}
+
+// The tracks of one chain for every sampled row: hulls, rings, nesting.
+void make_tracks(const Inputs& in, const std::vector<std::size_t>& chain, ChainTracks& s) {
+  const std::size_t m = chain.size();
+  std::vector<std::uint8_t> keep;
+  s.tracks.clear();
+  s.level.clear();
+  std::size_t& states = s.states;
+  states = 0;
+  for (std::int64_t j = 0; j < static_cast<std::int64_t>(in.rows.size()); ++j) {
+    const std::int64_t q = in.rows[static_cast<std::size_t>(j)];
+    IndexRange hull{};
+    for (const std::size_t c : chain) {
+      const IndexRange part = in.masks[c].kv_hull({q, q + 1}, in.k.len);
+      if (part.empty()) continue;
+      hull = hull.empty()
+                 ? part
+                 : IndexRange{std::min(hull.begin, part.begin), std::max(hull.end, part.end)};
+    }
+    const std::size_t n = static_cast<std::size_t>(hull.size());
+    keep.assign(m * n, 0);
+    for (std::size_t i = 0; i < m && n > 0; ++i) {
+      in.masks[chain[i]].eval_row(q, hull.begin, hull.size(), keep.data() + i * n);
+    }
+    // Nested: no key kept by rung i and dropped by rung i + 1. Then a key's
+    // ring is the first rung that keeps it: m minus the rungs that keep it.
+    std::uint8_t dropped = 0;
+    for (std::size_t i = 0; i + 1 < m; ++i) {
+      const std::uint8_t* a = keep.data() + i * n;
+      const std::uint8_t* b = a + n;
+      for (std::size_t k = 0; k < n; ++k) dropped |= (a[k] != 0) & (b[k] == 0);
+    }
+    const std::size_t offset = s.level.size();
+    if (dropped == 0) {
+      s.level.resize(offset + n, static_cast<std::uint8_t>(m));
+      std::uint8_t* level = s.level.data() + offset;
+      for (std::size_t i = 0; i < m; ++i) {
+        const std::uint8_t* a = keep.data() + i * n;
+        for (std::size_t k = 0; k < n; ++k) level[k] -= a[k] != 0;
+      }
+      s.tracks.push_back({j, hull.begin, hull.end, offset, m, 0, states});
+      states += m;
+      continue;
+    }
+    for (std::size_t i = 0; i < m; ++i) {  // each rung on its own: one ring
+      const std::size_t at = s.level.size();
+      s.level.resize(at + n);
+      const std::uint8_t* a = keep.data() + i * n;
+      for (std::size_t k = 0; k < n; ++k) s.level[at + k] = a[k] != 0 ? 0 : 1;
+      s.tracks.push_back({j, hull.begin, hull.end, at, 1, i, states});
+      states += 1;
+    }
+  }
+}
+
+// The keys [k0, k1) of one track into its rings' online-softmax states: the
+// block's scores, each ring's maximum raised once (its sum and weighted V
+// rescaled), then the weights.
+void walk_block(const Inputs& in, const ChainTracks& c, const Track& t, std::int64_t block,
+                std::int64_t k0, std::int64_t k1, Scratch& s) {
+  const std::int64_t d = in.q.dim, dv = in.v.dim;
+  const float* q = s.q.data() + t.row * d;
+  const std::uint8_t* level = c.level.data() + t.level + (k0 - t.begin);  // from key k0
+  s.key.clear();
+  s.ring.clear();
+  s.score.clear();
+  s.block_max.assign(t.rings, kNegInf);
+  for (std::int64_t k = k0; k < k1; ++k) {
+    const std::uint8_t ring = level[k - k0];
+    if (ring >= t.rings) continue;
+    const float score = in.scale * dot(q, s.kb.data() + (k - block) * d, d);
+    s.key.push_back(k);
+    s.ring.push_back(ring);
+    s.score.push_back(score);
+    s.block_max[ring] = std::max(s.block_max[ring], score);
+  }
+  if (s.key.empty()) return;
+  for (std::size_t r = 0; r < t.rings; ++r) {
+    const std::size_t at = t.state + r;
+    if (!(s.block_max[r] > s.max[at])) continue;
+    if (s.sum[at] > 0.0f) {
+      const float alpha = std::exp(s.max[at] - s.block_max[r]);
+      s.sum[at] *= alpha;
+      float* acc = s.acc.data() + at * static_cast<std::size_t>(dv);
+      for (std::int64_t c = 0; c < dv; ++c) acc[c] *= alpha;
+    }
+    s.max[at] = s.block_max[r];
+  }
+  for (std::size_t i = 0; i < s.key.size(); ++i) {
+    const std::size_t at = t.state + s.ring[i];
+    const float p = std::exp(s.score[i] - s.max[at]);
+    s.sum[at] += p;
+    axpy(p, s.vb.data() + (s.key[i] - block) * dv, s.acc.data() + at * static_cast<std::size_t>(dv),
+         dv);
+  }
+}
+
+// Merges a track's rings in order (log-sum-exp, in double); after ring r the
+// squared error of the merged output against `ref` goes to err[r].
+void merge_rings(const Scratch& s, const Track& t, const float* ref, std::int64_t dv,
+                 std::vector<double>& out, double* err) {
+  double m = -std::numeric_limits<double>::infinity(), sum = 0.0;
+  out.assign(static_cast<std::size_t>(dv), 0.0);
+  for (std::size_t r = 0; r < t.rings; ++r) {
+    const std::size_t at = t.state + r;
+    if (s.sum[at] > 0.0f) {
+      const double ring_max = s.max[at];
+      const double top = std::max(m, ring_max);
+      const double a = sum > 0.0 ? std::exp(m - top) : 0.0;
+      const double b = std::exp(ring_max - top);
+      const float* acc = s.acc.data() + at * static_cast<std::size_t>(dv);
+      sum = sum * a + static_cast<double>(s.sum[at]) * b;
+      for (std::int64_t c = 0; c < dv; ++c) {
+        out[static_cast<std::size_t>(c)] = out[static_cast<std::size_t>(c)] * a + acc[c] * b;
+      }
+      m = top;
+    }
+    double e = 0.0;
+    for (std::int64_t c = 0; c < dv; ++c) {
+      const double o = sum > 0.0 ? out[static_cast<std::size_t>(c)] / sum : 0.0;  // no key: 0
+      const double diff = o - ref[c];
+      e += diff * diff;
+    }
+    err[r] += e;
+  }
+}
+
+// One (head, chain): every sampled row's rungs' squared errors into
+// err[row * candidates + candidate].
+template <typename T>
+void score_chain(const Inputs& in, std::int64_t h, const std::vector<std::size_t>& chain,
+                 const ChainTracks& c, Scratch& s, double* err, std::size_t candidates) {
+  const std::int64_t d = in.q.dim, dv = in.v.dim;
+  const std::int64_t r = static_cast<std::int64_t>(in.rows.size());
+  s.q.resize(static_cast<std::size_t>(r * d));
+  for (std::int64_t j = 0; j < r; ++j) {
+    const T* q_row = row_of<T>(in.q, h, in.rows[static_cast<std::size_t>(j)]);
+    for (std::int64_t c = 0; c < d; ++c)
+      s.q[static_cast<std::size_t>(j * d + c)] = to_f32(q_row[c]);
+  }
+  s.max.assign(c.states, kNegInf);
+  s.sum.assign(c.states, 0.0f);
+  s.acc.assign(c.states * static_cast<std::size_t>(dv), 0.0f);
+  std::int64_t first = std::numeric_limits<std::int64_t>::max(), last = 0;
+  for (const Track& t : c.tracks) {
+    if (t.begin >= t.end) continue;
+    first = std::min(first, t.begin);
+    last = std::max(last, t.end);
+  }
+  for (std::int64_t k0 = first; k0 < last; k0 += kKeyBlock) {
+    const std::int64_t k1 = std::min(k0 + kKeyBlock, last);
+    // The block's K and V rows in f32, contiguous: converted once for all rows.
+    s.kb.resize(static_cast<std::size_t>(kKeyBlock * d));
+    s.vb.resize(static_cast<std::size_t>(kKeyBlock * dv));
+    for (std::int64_t k = k0; k < k1; ++k) {
+      const T* kr = row_of<T>(in.k, h, k);
+      const T* vr = row_of<T>(in.v, h, k);
+      float* kd = s.kb.data() + (k - k0) * d;
+      float* vd = s.vb.data() + (k - k0) * dv;
+      for (std::int64_t c = 0; c < d; ++c) kd[c] = to_f32(kr[c]);
+      for (std::int64_t c = 0; c < dv; ++c) vd[c] = to_f32(vr[c]);
+    }
+    for (const Track& t : c.tracks) {
+      const std::int64_t lo = std::max(k0, t.begin), hi = std::min(k1, t.end);
+      if (lo < hi) walk_block(in, c, t, k0, lo, hi, s);
+    }
+  }
+  for (const Track& t : c.tracks) {
+    const float* ref = in.reference + (h * in.reference_rows + t.row) * dv;
+    s.rung_err.assign(t.rings, 0.0);
+    merge_rings(s, t, ref, dv, s.out, s.rung_err.data());
+    double* slot = err + static_cast<std::size_t>(t.row) * candidates;
+    for (std::size_t i = 0; i < t.rings; ++i)
+      slot[chain[t.rings == 1 ? t.rung : i]] = s.rung_err[i];
+  }
+}
+
+}  // namespace
+
+std::vector<std::vector<std::size_t>> ladder_chains(std::span<const MaskCandidate> candidates) {
+  std::map<std::string, std::vector<std::pair<double, std::size_t>>> families;
+  std::vector<std::string> order;
+  for (std::size_t c = 0; c < candidates.size(); ++c) {
+    const std::string& name = candidates[c].name;
+    const std::size_t at = name.rfind('@');
+    if (at == std::string::npos || at == 0 || at + 1 == name.size()) continue;
+    char* end = nullptr;
+    const double density = std::strtod(name.c_str() + at + 1, &end);
+    if (end != name.c_str() + name.size() || !(density > 0.0)) continue;
+    auto [it, added] = families.try_emplace(name.substr(0, at));
+    if (added) order.push_back(it->first);
+    it->second.emplace_back(density, c);
+  }
+  std::vector<std::vector<std::size_t>> chains;
+  for (const std::string& family : order) {
+    auto& rungs = families[family];
+    if (rungs.size() < 2 || rungs.size() > 255) continue;  // rings are counted in a byte
+    std::stable_sort(rungs.begin(), rungs.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<std::size_t> chain;
+    for (const auto& rung : rungs) chain.push_back(rung.second);
+    chains.push_back(std::move(chain));
+  }
+  return chains;
+}
+
+bool ladder_scoring_applies(const TensorView& q, const TensorView& k, const TensorView& v,
+                            const AttentionOptions& options) {
+  const auto host = [](const TensorView& t) { return t.device.type == DeviceType::kCpu; };
+  return options.precision == Precision::kDefault && q.dtype == k.dtype && q.dtype == v.dtype &&
+         (q.dtype == DType::kF32 || q.dtype == DType::kBF16) && host(q) && host(k) && host(v);
+}
+
+void score_ladders(ThreadingContext& context, int threads, const TensorView& q, const TensorView& k,
+                   const TensorView& v, std::span<const Mask> masks,
+                   std::span<const std::vector<std::size_t>> chains,
+                   std::span<const std::int64_t> rows, float scale, const float* reference,
+                   std::int64_t reference_rows, std::vector<std::vector<double>>& mse) {
+  const std::int64_t heads = q.heads, r = static_cast<std::int64_t>(rows.size());
+  const std::int64_t n_chains = static_cast<std::int64_t>(chains.size());
+  const std::size_t candidates = masks.size();
+  if (n_chains == 0 || r == 0) return;
+  const Inputs in{q, k, v, masks, rows, scale, reference, reference_rows};
+  // Squared errors per (head, row, candidate): every item writes its own slots.
+  std::vector<double> err(static_cast<std::size_t>(heads * r) * candidates, 0.0);
+  // Every chain's tracks (hulls, rings, nesting per sampled row): one item per chain.
+  std::vector<ChainTracks> tracks(chains.size());
+  context.run(threads, n_chains, [&](std::int64_t c, int) {
+    make_tracks(in, chains[static_cast<std::size_t>(c)], tracks[static_cast<std::size_t>(c)]);
+  });
+  std::vector<Scratch> scratch(static_cast<std::size_t>(context.resolve(threads)));
+  context.run(threads, heads * n_chains, [&](std::int64_t item, int worker) {
+    Scratch& s = scratch[static_cast<std::size_t>(worker)];
+    const std::int64_t h = item / n_chains;
+    const std::size_t chain_index = static_cast<std::size_t>(item % n_chains);
+    const std::vector<std::size_t>& chain = chains[chain_index];
+    double* slots = err.data() + static_cast<std::size_t>(h * r) * candidates;
+    if (q.dtype == DType::kF32) {
+      score_chain<float>(in, h, chain, tracks[chain_index], s, slots, candidates);
+    } else {
+      score_chain<std::uint16_t>(in, h, chain, tracks[chain_index], s, slots, candidates);
+    }
+  });
+  const double count = static_cast<double>(r * v.dim);
+  for (std::int64_t h = 0; h < heads; ++h) {
+    for (const std::vector<std::size_t>& chain : chains) {
+      for (const std::size_t c : chain) {
+        double sum = 0.0;  // rows in order: independent of the thread count
+        for (std::int64_t j = 0; j < r; ++j) {
+          sum += err[static_cast<std::size_t>(h * r + j) * candidates + c];
+        }
+        mse[static_cast<std::size_t>(h)][c] = sum / count;
+      }
+    }
+  }
+}
+
+}  // namespace tilesplash::detail

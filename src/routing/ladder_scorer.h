@@ -1,0 +1,58 @@
+// Incremental scoring of a density ladder: the rungs of one family (e.g.
+// spatial@0.05 ... spatial@0.4) are nested, a wider rung keeping every key a
+// narrower one keeps. For each sampled row the keys of the widest rung are
+// walked once: every kept key belongs to one "ring" (the first rung that
+// keeps it), each ring gets its own softmax state (max, sum, weighted V), and
+// rung i's output is the log-sum-exp merge of rings 0..i. The cost is that of
+// the widest rung alone, not the sum of every rung's, and nothing is stacked
+// per rung. A row on which a chain is not nested (checked on every row, key
+// by key) scores each of its rungs on its own: still exact, never wrong.
+//
+// The walk goes over keys in blocks of 32, each block visited by every
+// sampled row of the head in turn (online softmax per ring), so K and V are
+// read from memory once per head and chain, not once per row. Scores and
+// weights are computed in f32 (Q.K^T in fixed-order partial sums, weights by
+// expf), rings merged and errors summed in double. Every (head, chain) is one
+// work item writing its own slots, summed in a fixed order afterwards, so
+// results do not depend on the thread count. Compared with the kernel's
+// stacked scoring (every rung its own section) the errors agree to about
+// 1e-4 of themselves (tests/ladder_scorer_test.cc). This loop is portable
+// C++ (the compiler's vectorisation at the baseline ISA), not one of the
+// kernel's SIMD targets. Inputs: f32 or bf16 q, k, v (ladder_scoring_applies()).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "tilesplash/attention_args.h"
+#include "tilesplash/candidates.h"
+#include "tilesplash/mask.h"
+#include "tilesplash/threading.h"
+
+namespace tilesplash::detail {
+
+// The ladders among candidates: indices of the candidates named
+// "<family>@<density>" with the same family, in increasing density, for each
+// family with at least two rungs. Other candidates belong to no chain.
+std::vector<std::vector<std::size_t>> ladder_chains(std::span<const MaskCandidate> candidates);
+
+// Whether score_ladders() takes these inputs: q, k and v in f32 or bf16 (all
+// one dtype) and Precision::kDefault (int8 Q.K^T stays on the kernel, whose
+// rounding the reference rows share).
+bool ladder_scoring_applies(const TensorView& q, const TensorView& k, const TensorView& v,
+                            const AttentionOptions& options);
+
+// For every head h and every candidate c of every chain: the MSE over the
+// sampled rows and all dv channels of c's output against `reference`
+// (f32, [heads, reference_rows, dv], row i of a head being rows[i]) into
+// mse[h][c]; other entries are left alone. masks: every candidate's mask
+// (indexed like mse[h]); scale: the softmax scale.
+void score_ladders(ThreadingContext& context, int threads, const TensorView& q, const TensorView& k,
+                   const TensorView& v, std::span<const Mask> masks,
+                   std::span<const std::vector<std::size_t>> chains,
+                   std::span<const std::int64_t> rows, float scale, const float* reference,
+                   std::int64_t reference_rows, std::vector<std::vector<double>>& mse);
+
+}  // namespace tilesplash::detail

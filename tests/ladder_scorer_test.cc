@@ -1,0 +1,231 @@
+// Incremental scoring of density ladders (routing/ladder_scorer.h): the MSEs
+// of every rung equal the kernel's stacked scoring and a float64 reference to
+// float rounding, also where a "ladder" is not nested and with key padding;
+// they do not depend on the thread count; chains group rungs by family.
+#include "routing/ladder_scorer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "routing/router.h"
+#include "tilesplash/backend.h"
+#include "tilesplash/routing.h"
+#include "tilesplash/tensor.h"
+#include "tilesplash/workload.h"
+
+namespace tilesplash {
+namespace {
+
+const VideoGeometry kGeometry{12, 8, 10, 16, TextPlacement::kAfter};
+
+// Float64 attention of one row over the keys `mask` keeps.
+std::vector<double> reference_row(const std::vector<float>& q, const std::vector<float>& k,
+                                  const std::vector<float>& v, std::int64_t n, std::int64_t d,
+                                  std::int64_t h, std::int64_t row, const Mask& mask) {
+  const float* qr = q.data() + (h * n + row) * d;
+  std::vector<double> score(static_cast<std::size_t>(n), -INFINITY);
+  double top = -INFINITY;
+  for (std::int64_t key = 0; key < n; ++key) {
+    if (!mask.keeps(row, key)) continue;
+    double s = 0.0;
+    for (std::int64_t c = 0; c < d; ++c) {
+      s += static_cast<double>(qr[c]) * k[static_cast<std::size_t>((h * n + key) * d + c)];
+    }
+    score[static_cast<std::size_t>(key)] = s / std::sqrt(static_cast<double>(d));
+    top = std::max(top, score[static_cast<std::size_t>(key)]);
+  }
+  std::vector<double> out(static_cast<std::size_t>(d), 0.0);
+  double sum = 0.0;
+  for (std::int64_t key = 0; key < n; ++key) {
+    if (std::isinf(score[static_cast<std::size_t>(key)])) continue;
+    const double p = std::exp(score[static_cast<std::size_t>(key)] - top);
+    sum += p;
+    for (std::int64_t c = 0; c < d; ++c) {
+      out[static_cast<std::size_t>(c)] += p * v[static_cast<std::size_t>((h * n + key) * d + c)];
+    }
+  }
+  for (double& x : out) x = sum > 0.0 ? x / sum : 0.0;
+  return out;
+}
+
+struct Case {
+  std::vector<MaskCandidate> candidates;
+  std::vector<float> q, k, v;
+  std::int64_t heads = 4, n = 0, d = 32;
+  std::vector<std::int64_t> rows;
+
+  TensorView view(const std::vector<float>& data) const {
+    return TensorView::contiguous(data.data(), DType::kF32, heads, n, d);
+  }
+};
+
+Case make_case() {
+  Case c;
+  c.n = kGeometry.tokens();
+  WorkloadOptions wo = planted_band_options(c.heads, 3);
+  wo.head_dim = c.d;
+  wo.dtype = DType::kF32;
+  const VideoWorkload workload(kGeometry, wo);
+  const auto copy = [&](const TensorView& t) {
+    const auto* p = static_cast<const float*>(t.data);
+    return std::vector<float>(p, p + c.heads * c.n * c.d);
+  };
+  c.q = copy(workload.q());
+  c.k = copy(workload.k());
+  c.v = copy(workload.v());
+  c.candidates = ladder_candidates("svg", kGeometry, MethodOptions{0.25, true, true, std::nullopt},
+                                   default_density_ladder());
+  c.rows = detail::sample_video_rows(kGeometry, 24, 7, 0, 0);
+  return c;
+}
+
+std::vector<std::vector<double>> score(const Case& c, std::vector<Mask> masks,
+                                       const Mask& reference, bool incremental, int threads) {
+  auto context = std::make_shared<ThreadingContext>(threads);
+  const auto backend = make_backend("cpu", context);
+  detail::Router router;
+  std::vector<MaskCandidate> named = c.candidates;
+  for (std::size_t i = 0; i < named.size(); ++i) named[i].mask = masks[i];
+  detail::LadderScoring ladder{context.get(), detail::ladder_chains(named)};
+  AttentionOptions options;
+  options.check_finite = false;
+  return router.score(*backend, c.view(c.q), c.view(c.k), c.view(c.v), reference, masks, c.rows, 64,
+                      options, nullptr, nullptr, incremental ? &ladder : nullptr);
+}
+
+// The MSE of each candidate against dense from float64 attention.
+std::vector<std::vector<double>> reference_mse(const Case& c, const std::vector<Mask>& masks,
+                                               const Mask& reference) {
+  std::vector<std::vector<double>> mse(static_cast<std::size_t>(c.heads));
+  for (std::int64_t h = 0; h < c.heads; ++h) {
+    for (const Mask& mask : masks) {
+      double sum = 0.0;
+      for (const std::int64_t row : c.rows) {
+        const std::vector<double> dense = reference_row(c.q, c.k, c.v, c.n, c.d, h, row, reference);
+        const std::vector<double> part = reference_row(c.q, c.k, c.v, c.n, c.d, h, row, mask);
+        for (std::int64_t i = 0; i < c.d; ++i) {
+          sum += (part[i] - dense[i]) * (part[i] - dense[i]);
+        }
+      }
+      mse[static_cast<std::size_t>(h)].push_back(sum / static_cast<double>(c.rows.size() * c.d));
+    }
+  }
+  return mse;
+}
+
+// Errors (the relative L2 of the sampled rows, whose square is MSE / power)
+// agree to 1e-4 of themselves plus 1e-6: f32 scores and weights against the
+// kernel's polynomial exp2 and its own summation order.
+void expect_close(const std::vector<std::vector<double>>& a,
+                  const std::vector<std::vector<double>>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t h = 0; h < a.size(); ++h) {
+    ASSERT_EQ(a[h].size(), b[h].size());
+    for (std::size_t i = 0; i < a[h].size(); ++i) {
+      const double ea = std::sqrt(a[h][i]), eb = std::sqrt(b[h][i]);
+      EXPECT_NEAR(ea, eb, 1e-4 * eb + 1e-6) << what << " head " << h << " candidate " << i;
+    }
+  }
+}
+
+std::vector<Mask> masks_of(const Case& c) {
+  std::vector<Mask> masks;
+  for (const MaskCandidate& m : c.candidates) masks.push_back(m.mask);
+  return masks;
+}
+
+TEST(LadderScorer, ChainsGroupRungsByFamilyInDensityOrder) {
+  std::vector<MaskCandidate> list = make_case().candidates;
+  list.erase(list.begin() + 6, list.end());
+  const char* names[] = {"spatial@0.1", "temporal@0.1", "spatial@0.05",
+                         "radial",      "temporal@0.4", "sta@x"};
+  for (std::size_t i = 0; i < 6; ++i) list[i].name = names[i];
+  const auto chains = detail::ladder_chains(list);
+  ASSERT_EQ(chains.size(), 2u);
+  EXPECT_EQ(chains[0], (std::vector<std::size_t>{2, 0}));
+  EXPECT_EQ(chains[1], (std::vector<std::size_t>{1, 4}));
+  list.erase(list.begin() + 2, list.end());  // one rung per family: nothing to walk incrementally
+  EXPECT_TRUE(detail::ladder_chains(list).empty());
+}
+
+TEST(LadderScorer, MatchesStackedScoringAndFloat64Reference) {
+  const Case c = make_case();
+  const std::vector<Mask> masks = masks_of(c);
+  ASSERT_EQ(detail::ladder_chains(c.candidates).size(), 2u);  // spatial and temporal
+  const auto walked = score(c, masks, Mask::dense(), true, 2);
+  const auto stacked = score(c, masks, Mask::dense(), false, 2);
+  const auto exact = reference_mse(c, masks, Mask::dense());
+  expect_close(walked, stacked, "incremental vs stacked");
+  expect_close(walked, exact, "incremental vs float64");
+  expect_close(stacked, exact, "stacked vs float64");
+  // Not all zero: the rungs differ, and a wider one is closer to dense.
+  for (std::size_t h = 0; h < walked.size(); ++h) {
+    EXPECT_GT(walked[h][0], walked[h][walked[h].size() - 2]) << h;
+  }
+}
+
+TEST(LadderScorer, KeyPaddingAndRungsThatAreNotNested) {
+  Case c = make_case();
+  const Mask keys = Mask::key_range(0, c.n - 5);  // the last text tokens are padding
+  std::vector<Mask> masks;
+  for (const Mask& m : masks_of(c)) masks.push_back(m & keys);
+  // A "ladder" whose second rung drops keys of its first: scored rung by rung.
+  c.candidates.erase(c.candidates.begin() + 2, c.candidates.end());
+  c.candidates[0].name = "odd@0.1";
+  c.candidates[1].name = "odd@0.2";
+  masks = {Mask::local(0, 40) & keys, Mask::local(40, 0) & keys};
+  const auto walked = score(c, masks, keys, true, 1);
+  expect_close(walked, score(c, masks, keys, false, 1), "not nested vs stacked");
+  expect_close(walked, reference_mse(c, masks, keys), "not nested vs float64");
+}
+
+// bf16 inputs are walked too (widened to f32); the kernel's bf16 path rounds
+// its weights before P.V, so the two agree to about 1e-2 of the error here.
+TEST(LadderScorer, Bf16InputsAgreeWithTheStackedScoring) {
+  const Case c = make_case();
+  std::vector<std::uint16_t> q, k, v;
+  for (const auto& [from, to] : {std::pair{&c.q, &q}, std::pair{&c.k, &k}, std::pair{&c.v, &v}}) {
+    for (const float x : *from) to->push_back(float_to_bf16(x));
+  }
+  const auto view = [&](const std::vector<std::uint16_t>& data) {
+    return TensorView::contiguous(data.data(), DType::kBF16, c.heads, c.n, c.d);
+  };
+  AttentionOptions options;
+  options.check_finite = false;
+  ASSERT_TRUE(detail::ladder_scoring_applies(view(q), view(k), view(v), options));
+  auto context = std::make_shared<ThreadingContext>(2);
+  const auto backend = make_backend("cpu", context);
+  const std::vector<Mask> masks = masks_of(c);
+  detail::LadderScoring ladder{context.get(), detail::ladder_chains(c.candidates)};
+  std::vector<std::vector<double>> mse[2];
+  for (int walked = 0; walked < 2; ++walked) {
+    detail::Router router;
+    mse[walked] = router.score(*backend, view(q), view(k), view(v), Mask::dense(), masks, c.rows,
+                               64, options, nullptr, nullptr, walked ? &ladder : nullptr);
+  }
+  for (std::size_t h = 0; h < mse[0].size(); ++h) {
+    for (std::size_t i = 0; i < mse[0][h].size(); ++i) {
+      const double stacked = std::sqrt(mse[0][h][i]), walked = std::sqrt(mse[1][h][i]);
+      EXPECT_NEAR(walked, stacked, 1e-2 * stacked + 1e-4) << h << " " << i;
+    }
+  }
+  options.precision = Precision::kInt8;  // int8 Q.K^T stays on the kernel
+  EXPECT_FALSE(detail::ladder_scoring_applies(view(q), view(k), view(v), options));
+}
+
+TEST(LadderScorer, BitIdenticalForAnyThreadCount) {
+  const Case c = make_case();
+  const std::vector<Mask> masks = masks_of(c);
+  const auto one = score(c, masks, Mask::dense(), true, 1);
+  for (const int threads : {2, 3, 5}) {
+    EXPECT_EQ(one, score(c, masks, Mask::dense(), true, threads)) << threads;
+  }
+}
+
+}  // namespace
+}  // namespace tilesplash
