@@ -14,7 +14,11 @@
 (b) the BlockMasks of those routed layers built from tilesplash's plans against
     create_block_mask(_compile=True, warm) on the same masks, block lists compared;
 (c) one Wan 2.1 1.3B block at 480p and 720p (random weights): diffusers native
-    against tilesplash.diffusers.enable(), and the compiles a 10-step run of it makes.
+    against tilesplash.diffusers.enable(), and the compiles a 10-step run of it makes;
+(t) tile-granular masks (granularity="tile", docs/masks.md): the band of (band)
+    rounded out to 128-tiles, and the routed Wan 480p layer of (a) at "token" and
+    "tile" granularity, same tensors, same run: times, first calls, compiles,
+    densities and the partial blocks of each BlockMask (0: no mask_mod runs).
 Times are medians of `--repeats` runs after a warm-up (compiles included in the
 warm-up, reported apart as first-call seconds), with the device synchronised.
 "kernel_options" lists the FlexAttention options tilesplash chose and ran.
@@ -37,6 +41,7 @@ from torch.nn.attention.flex_attention import create_block_mask
 
 import tilesplash
 import tilesplash.flex
+from tilesplash._backends import BACKENDS
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # loaded by path in tests
 from block_mask_compare import same_lists  # noqa: E402
@@ -202,6 +207,55 @@ def routed_layer(name, shape, device, dtype, repeats, compile_masks):
     return result, result_b
 
 
+def tile_part(shape, device, dtype, repeats):
+    """(t): granularity "tile" against "token" on the band and the routed 480p layer."""
+    frames, height, width, heads = shape
+    g = tilesplash.VideoGeometry(frames, height, width)
+    n, d = g.tokens, (128 if device.type == "cuda" else 32)
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, n, heads, d, generator=gen).to(device, dtype) for _ in range(3))
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+    band = round(n * (1 - math.sqrt(0.75)))
+    with torch.no_grad():
+        result = {"tokens": n, "heads": heads, "head_dim": d, **dense_sdpa(qt, kt, vt, device,
+                                                                          repeats)}
+        rounded = tilesplash.Mask.local(band, band).tile_granular(n, n, 128, 128)
+        before = compiles()
+        band_s, band_first = timed(lambda: tilesplash.attention(
+            qt, kt, vt, mask=rounded, backend="flex"), device, repeats)
+        result["band_tile"] = {
+            "density": tilesplash.plan(rounded, n, block_q=128, block_kv=128).stats()["density"],
+            "tilesplash_ms": 1e3 * band_s, "first_call_s": band_first,
+            "compiles": compiles() - before,
+            "partial_blocks": int(tilesplash.flex.block_mask(
+                rounded, n, device=device).kv_num_blocks.sum()),
+            "speedup_vs_dense": result["dense_ms"] / (1e3 * band_s)}
+        for granularity in ("token", "tile"):
+            layer = tilesplash.VideoAttention(g, density=0.25, sink=True, backend="flex",
+                                              granularity=granularity)
+            report = {}
+
+            def sparse(layer=layer, report=report):
+                report["last"] = layer(q, k, v, layer=1, step=5)[1]
+
+            before = compiles()
+            seconds, first = timed(sparse, device, repeats)
+            r = report["last"]
+            choices = [h["choice"] for h in r["heads"]]
+            masks = layer._runner(BACKENDS["flex"]).block_masks(choices, device)
+            result[granularity] = {
+                "tilesplash_ms": 1e3 * seconds, "first_call_s": first,
+                "compiles": compiles() - before, "routing_ms": 1e3 * r["routing_seconds"],
+                "attention_ms": 1e3 * r["attention_seconds"],
+                "speedup_vs_dense": result["dense_ms"] / (1e3 * seconds),
+                "choices": {c: choices.count(c) for c in sorted(set(choices))},
+                "density": statistics.mean(h["density"] for h in r["heads"]),
+                "partial_blocks": [int(bm.kv_num_blocks.sum()) for bm in masks]}
+    result["tile_speedup_vs_token"] = (result["token"]["tilesplash_ms"] /
+                                       result["tile"]["tilesplash_ms"])
+    return result
+
+
 def wan_block(device, dtype, latent, tiny, repeats, steps=10):
     """One Wan 2.1 1.3B block (random weights) on `latent` (frames, height, width):
     native attention against enable(density=0.25), and the compiles a `steps`-step
@@ -268,7 +322,7 @@ def main(argv=None):
     parser.add_argument("--pytest-summary", default=None,
                         help="the gpu-marked tests' summary line, copied into the JSON")
     parser.add_argument("--skip", default="",
-                        help="comma-separated parts to skip: band, a, b, c")
+                        help="comma-separated parts to skip: band, a, b, c, t")
     parser.add_argument("--partial", default=None,
                         help="rewrite this file with the JSON so far after every part (what "
                              "survives a run stopped by its time limit)")
@@ -316,6 +370,9 @@ def main(argv=None):
             out["c"][name] = guarded(wan_block, device, dtype, latent, args.tiny,
                                      max(1, args.repeats // 2))
             checkpoint()
+    out["t"] = ("skipped" if "t" in skip else
+                guarded(tile_part, shapes["480p"], device, dtype, args.repeats))
+    checkpoint()
     out["kernel_options"] = [{"context": list(map(str, context)), "options": options}
                              for context, options in tilesplash.flex.kernel_options_used()]
     json.dump(out, sys.stdout, indent=1, default=lambda x: None if isinstance(x, float) and

@@ -17,8 +17,9 @@
 #    BlockMask and tilesplash; (a) Wan 2.1 480p / 720p dense SDPA against
 #    tilesplash 25% routed; (b) BlockMask building from plans against
 #    create_block_mask; (c) one Wan 2.1 1.3B block at 480p and 720p, native
-#    against enable(), with the compiles of a 10-step run; the kernel options
-#    chosen. With $OUT set, the JSON and the logs are also written there.
+#    against enable(), with the compiles of a 10-step run; (t) tile-granular
+#    masks: the band and the routed 480p layer at granularity "tile" against
+#    "token"; the kernel options chosen. With $OUT set, the JSON and the logs are also written there.
 #
 # Environment: PYTHON (default python3), BUILD (default build-gpu),
 # GPU_CHECK_SKIP (e.g. "c" or "band,b"), GPU_CHECK_ARGS (more arguments for gpu_check.py,

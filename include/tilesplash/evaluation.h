@@ -40,6 +40,7 @@ struct DenseComparison {
   LayerReport sparse;                // per head: choice, density, seconds; per layer: the totals
   std::optional<LayerReport> dense;  // the same layer with every head dense
   std::vector<double> cosine;        // per head, sparse output vs dense; empty without dense
+  std::vector<double> relative_l2;   // per head, |sparse - dense| / |dense|; likewise
   // What the sparse side's heads chose among, in the order of their MSEs
   // (for head_fields()); empty for svg2.
   std::vector<MaskCandidate> candidates;
@@ -54,5 +55,7 @@ DenseComparison compare_with_dense(const VideoGeometry& geometry,
 
 // Cosine similarity of two vectors in double precision; 0 when either is zero.
 double cosine_similarity(const float* a, const float* b, std::int64_t count);
+// |a - b| / |b| (L2 norms) in double precision; 0 when both are zero, inf when only b is.
+double relative_l2(const float* a, const float* b, std::int64_t count);
 
 }  // namespace tilesplash

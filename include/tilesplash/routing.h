@@ -35,6 +35,7 @@
 #include "tilesplash/fields.h"
 #include "tilesplash/plan.h"
 #include "tilesplash/threading.h"
+#include "tilesplash/tile_granular.h"
 #include "tilesplash/video.h"
 
 namespace tilesplash {
@@ -151,7 +152,12 @@ struct VideoAttentionOptions {
   // Sparse VideoGen 2: every head past the warm-up runs its own semantic
   // clusters (clusters.h) instead of a candidate; exclusive with candidates.
   std::optional<ClusterOptions> clusters;
-  BlockSizes blocks;           // tiles of the band, sink and dense plans
+  BlockSizes blocks;  // tiles of the band, sink and dense plans
+  // kTile: every mask a head runs (band, sink segment, svg2 clusters) is
+  // rounded out to whole tiles of `blocks` in the order it runs
+  // (tile_granular.h), so the kernel visits full tiles only; key padding
+  // stays exact, and the router still scores the token-exact masks.
+  Granularity granularity = Granularity::kToken;
   int threads = 0;             // 0: the context's threads() (all hardware threads by default)
   std::optional<float> scale;  // default 1 / sqrt(head_dim)
   bool check_finite = true;    // reject NaN / Inf in Q, K, V

@@ -28,6 +28,7 @@
 #include "tilesplash/tensor_io.h"
 #include "tilesplash/tensor_layout.h"
 #include "tilesplash/threading.h"
+#include "tilesplash/tile_granular.h"
 #include "tilesplash/tuning.h"
 #include "tilesplash/version.h"
 #include "tilesplash/video.h"

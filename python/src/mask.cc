@@ -19,6 +19,7 @@
 #include "tilesplash/mask_spec.h"
 #include "tilesplash/radial.h"
 #include "tilesplash/sta.h"
+#include "tilesplash/tile_granular.h"
 #include "tilesplash/video.h"
 
 namespace tilesplash::python {
@@ -136,7 +137,20 @@ void bind_mask(nb::module_& m) {
       .def("__str__", &Mask::to_string)
       .def("keeps", &Mask::keeps, "q"_a, "k"_a)
       .def("rows", &mask_rows, "rows"_a, "q_len"_a, "kv_len"_a)
-      .def("check_lengths", &Mask::check_lengths, "q_len"_a, "kv_len"_a);
+      .def("check_lengths", &Mask::check_lengths, "q_len"_a, "kv_len"_a)
+      .def(
+          "tile_granular",
+          [](const Mask& mask, std::int64_t q_len, std::int64_t kv_len, std::int64_t block_q,
+             std::int64_t block_kv) {
+            return tile_granular_mask(mask, q_len, kv_len, {block_q, block_kv});
+          },
+          "q_len"_a, "kv_len"_a, "block_q"_a, "block_kv"_a)
+      .def_static("segment_minus", &segment_minus, "segment"_a, "band"_a, "first"_a, "stride"_a);
+  // The granularity's name checked by the library's rule ("token" or "tile").
+  m.def(
+      "check_granularity",
+      [](const std::string& text) { return std::string(to_string(parse_granularity(text))); },
+      "granularity"_a);
 }
 
 }  // namespace tilesplash::python

@@ -33,6 +33,14 @@ def prefixed(who: str):
 PRECISIONS = ("default", "int8")
 
 
+def check_granularity(granularity) -> str:
+    """"token" or "tile" (masks rounded out to whole kernel tiles, docs/masks.md)."""
+    if not isinstance(granularity, str):
+        raise TypeError(f"granularity: expected 'token' or 'tile', got "
+                        f"{type(granularity).__name__}")
+    return _core.check_granularity(granularity)
+
+
 def check_precision(precision) -> str:
     """"default" or "int8" (8-bit Q.K^T, docs/kernel.md); ValueError naming it otherwise."""
     if not isinstance(precision, str) or precision not in PRECISIONS:

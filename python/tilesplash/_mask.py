@@ -157,6 +157,17 @@ class Mask:
                             f"{indices.dtype} with shape {indices.shape}")
         return self._core.rows(np.ascontiguousarray(indices, dtype=np.int64), q_len, kv_len)
 
+    def tile_granular(self, q_len: int, kv_len: int, block_q: int = 128,
+                      block_kv: int = 128) -> "Mask":
+        """This mask over a q_len x kv_len map rounded out to whole block_q x block_kv
+        tiles (anchored at 0): every pair of a tile in which this mask keeps a pair
+        is kept, pairs outside the map never are. A plan of it with the same blocks
+        has no partial tile. Not a SPEC: it does not pickle."""
+        return Mask(self._core.tile_granular(check_int(q_len, "q_len", 1),
+                                             check_int(kv_len, "kv_len", 1),
+                                             check_int(block_q, "block_q", 1),
+                                             check_int(block_kv, "block_kv", 1)))
+
     def classify(self, rows, cols) -> int:
         """Exact kind of the block rows x cols, each a (begin, end) pair of indices:
         0 no pair kept, 1 some, 2 all (empty ranges give 0). O(1) for the

@@ -12,6 +12,7 @@ from ._checks import (
     check_blocks,
     check_bool,
     check_float,
+    check_granularity,
     check_int,
     check_precision,
     check_scale,
@@ -72,6 +73,13 @@ class VideoAttention(GroupForward):
     kernel, as tilesplash.attention(precision="int8"); every kernel call,
     the router's included; not on the flex backend).
 
+    granularity: "token" (default) runs every mask exactly; "tile" rounds each mask a
+    head runs out to whole tiles of the kernel that runs it (the native kernel's
+    block_q x block_kv, the flex backend's BlockMask blocks), in the head's run order:
+    no tile is partial and no per-pair mask runs, as Sparse VideoGen, Radial and STA do
+    on GPUs (docs/masks.md measures the error it adds). The router still scores the
+    token-exact masks; key padding stays exact; a head's "density" is the rounded one.
+
     error: an error target instead of one density (docs/masks.md): every family of
     the method is offered at each density of `densities` (strictly increasing, in
     (0, 1]; None: 0.05, 0.1, 0.15, 0.25, 0.4), as candidates named
@@ -119,7 +127,8 @@ class VideoAttention(GroupForward):
                  text_full=True, density_budget=None, dense_layers=0, dense_steps=0, samples=64,
                  seed=0, force=None, threads=0, block_q=None, block_kv=None, scale=None,
                  context=None, group=None, timeout=None, backend="auto", flex_strategy="permute",
-                 flex_compile=None, precision="default", error=None, densities=None):
+                 flex_compile=None, precision="default", error=None, densities=None,
+                 granularity="token"):
         arguments = dict(locals())  # with a group, all but the PER_RANK ones must agree
         if not isinstance(geometry, _core.VideoGeometry):
             raise TypeError(f"geometry: expected a tilesplash.VideoGeometry, got "
@@ -141,7 +150,7 @@ class VideoAttention(GroupForward):
             check_int(threads, "threads", 0, maximum=MAX_THREADS),
             *check_blocks(block_q, block_kv), check_scale(scale),
             core_of(check_context(context)), check_precision(precision),
-            *check_error_target(error, densities))
+            *check_error_target(error, densities), granularity=check_granularity(granularity))
         self._group = group
         self._timeout = check_timeout(timeout)
         self._backend = check_backend(backend)
@@ -154,7 +163,7 @@ class VideoAttention(GroupForward):
             dense_layers=dense_layers, dense_steps=dense_steps, force=force,
             density_budget=density_budget, error=error, scale=scale, block_q=block_q,
             block_kv=block_kv,
-            strategy=flex_strategy, compile=flex_compile)
+            strategy=flex_strategy, compile=flex_compile, granularity=granularity)
         if flex_strategy not in ("permute", "per_head"):
             raise ValueError(f"flex_strategy: expected 'permute' or 'per_head', got "
                              f"{flex_strategy!r}")
@@ -309,7 +318,7 @@ class VideoAttention(GroupForward):
         visited, over tokens x tokens), "seconds", "permute_seconds",
         "cluster_seconds" and "plan_seconds" (svg2's k-means and per-head plan,
         parts of "seconds")], "method", "band", "warmup", "block_q", "block_kv",
-        "blocks_tuned", "routing_seconds", "plan_seconds", "cluster_seconds",
+        "blocks_tuned", "granularity", "routing_seconds", "plan_seconds", "cluster_seconds",
         "permute_seconds", "attention_seconds", "total_seconds" (sums over batch
         entries), "seconds" (the whole call)}.
         """

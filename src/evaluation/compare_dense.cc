@@ -2,6 +2,7 @@
 // front door's overheads too and the ratio compares kernels, not wrappers.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -98,6 +99,17 @@ double cosine_similarity(const float* a, const float* b, std::int64_t count) {
   return aa > 0.0 && bb > 0.0 ? dot / std::sqrt(aa * bb) : 0.0;
 }
 
+double relative_l2(const float* a, const float* b, std::int64_t count) {
+  double diff = 0.0, bb = 0.0;
+  for (std::int64_t i = 0; i < count; ++i) {
+    const double d = static_cast<double>(a[i]) - b[i];
+    diff += d * d;
+    bb += static_cast<double>(b[i]) * b[i];
+  }
+  if (bb > 0.0) return std::sqrt(diff / bb);
+  return diff > 0.0 ? std::numeric_limits<double>::infinity() : 0.0;
+}
+
 DenseComparison compare_with_dense(const VideoGeometry& geometry,
                                    const VideoAttentionOptions& options, const TensorView& q,
                                    const TensorView& k, const TensorView& v,
@@ -123,6 +135,8 @@ DenseComparison compare_with_dense(const VideoGeometry& geometry,
   for (std::int64_t h = 0; h < heads; ++h) {
     result.cosine.push_back(
         cosine_similarity(sparse_out.data() + h * n * dv, dense_out.data() + h * n * dv, n * dv));
+    result.relative_l2.push_back(
+        relative_l2(sparse_out.data() + h * n * dv, dense_out.data() + h * n * dv, n * dv));
   }
   return result;
 }

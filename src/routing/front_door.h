@@ -69,6 +69,10 @@ struct VideoAttention::Impl {
   // Runs `run` with `plan` over its mask (the extra segment's plan cached).
   void run_sparse(const AttentionArgs& head, const MaskRun& run, const TilePlan& plan,
                   HeadReport& report, double* plan_seconds);
+  // `mask` rounded out to whole `blocks` tiles of q_len x kv_len when
+  // options.granularity is kTile, else `mask` (tile_granular.h).
+  Mask at_granularity(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
+                      BlockSizes blocks) const;
   // run.mask & keys.mask, after checking that the run's key order leaves
   // the padded keys where they are (every order keeps trailing text in place).
   Mask padded_run_mask(const MaskRun& run, const detail::KeyPadding& keys) const;

@@ -98,8 +98,15 @@ void VideoAttention::Impl::run_sparse(const AttentionArgs& head, const MaskRun& 
     };
     sink_out.resize(static_cast<std::size_t>(n * dv));
     sink_lse.resize(static_cast<std::size_t>(n));
+    Mask segment_mask = segment.mask;
+    if (options.granularity == Granularity::kTile) {
+      // Rounded out, less what the rounded band keeps: the two merge disjoint.
+      segment_mask =
+          segment_minus(tile_granular_mask(segment.mask, n, segment.count, options.blocks),
+                        plan.mask(), segment.first, segment.stride);
+    }
     const TilePlan& extra_plan =
-        *plans.get(segment.mask, n, segment.count, options.blocks, plan_seconds);
+        *plans.get(segment_mask, n, segment.count, options.blocks, plan_seconds);
     report.tiles_visited += visited_pairs(extra_plan) / map;
     backend->forward(
         extra_plan,
@@ -112,6 +119,11 @@ void VideoAttention::Impl::run_sparse(const AttentionArgs& head, const MaskRun& 
   detail::finish_head(*context, threads, n, run.order, {band_out.data(), band_lse.data()}, extra,
                       dv, head.out, head.lse);
   if (!run.order.is_identity()) report.permute_seconds += since(start);
+}
+
+Mask VideoAttention::Impl::at_granularity(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
+                                          BlockSizes blocks) const {
+  return mask_at_granularity(mask, q_len, kv_len, blocks, options.granularity);
 }
 
 Mask VideoAttention::Impl::padded_run_mask(const MaskRun& run,
@@ -146,11 +158,13 @@ void VideoAttention::Impl::run_clusters(const AttentionArgs& args, const Attenti
   start = Clock::now();
   ClusterMasks masks = cluster_masks(geometry, clusters, kept);
   const std::int64_t n = geometry.tokens();
+  masks.run.mask = at_granularity(masks.run.mask, n, n, o.blocks);
   if (keys) masks.run.mask = padded_run_mask(masks.run, *keys);
   const TilePlan plan = TilePlan::build(masks.run.mask, n, n, o.blocks);
   report.plan_seconds = since(start);
   report.density = masks.density;
   run_sparse(head, masks.run, plan, report, nullptr);
+  if (options.granularity == Granularity::kTile) report.density = report.tiles_visited;
   warm[key] = std::move(clusters);
   head_masks[static_cast<std::size_t>(h)] = std::move(masks.mask);
 }
@@ -176,10 +190,14 @@ HeadReport VideoAttention::Impl::run_head(const AttentionArgs& args, std::int64_
     run_clusters(args, head, h, layer, keys, report);
   } else {
     const MaskCandidate& candidate = find(choice);
-    const Mask run_mask = keys ? padded_run_mask(candidate.run, *keys) : candidate.run.mask;
+    MaskRun run = candidate.run;
+    run.mask = at_granularity(run.mask, n, n, options.blocks);
+    const Mask run_mask = keys ? padded_run_mask(run, *keys) : run.mask;
     const TilePlan& plan = *plans.get(run_mask, n, n, options.blocks, plan_seconds);
     run_sparse(head, candidate.run, plan, report, plan_seconds);
-    report.density = candidate.density;
+    // Tile-granular: the rounded mask's density, the pairs of the full tiles visited.
+    report.density =
+        options.granularity == Granularity::kTile ? report.tiles_visited : candidate.density;
   }
   report.seconds = since(start);
   return report;

@@ -45,6 +45,13 @@ def test_gpu_check_dry_run_covers_every_part():
         assert "error" not in c, c
         assert c["remove_restores_bits"] is True and c["enable_ms"] > 0 and c["steps"] == 10
         assert c["compiles_in_steps"] >= 0 and len(c["later_step_ms"]) == 9
+    t = result["t"]
+    assert "error" not in t, t
+    assert t["band_tile"]["partial_blocks"] == 0 and t["band_tile"]["tilesplash_ms"] > 0
+    assert t["tile"]["density"] >= t["token"]["density"] > 0
+    assert t["token"]["tilesplash_ms"] > 0 and t["tile"]["tilesplash_ms"] > 0
+    # The tile layer's BlockMasks: full blocks only but for a token-major sink segment.
+    assert sum(p > 0 for p in t["tile"]["partial_blocks"]) <= 1
     assert isinstance(result["kernel_options"], list)
 
 

@@ -19,7 +19,7 @@ HEAD_KEYS = {"batch", "head", "choice", "routed", "mse_spatial", "mse_temporal",
              "target_met", "density", "tiles_visited", "seconds", "permute_seconds", "cluster_seconds", "plan_seconds"}
 LAYER_KEYS = {"heads", "method", "band", "warmup", "block_q", "block_kv", "blocks_tuned",
               "routing_seconds", "plan_seconds", "cluster_seconds", "permute_seconds",
-              "attention_seconds", "total_seconds", "seconds"}
+              "attention_seconds", "total_seconds", "seconds", "granularity"}
 
 
 def chosen_mask(geometry, choice, band, sink, text_full):

@@ -57,6 +57,7 @@ struct RouteOptions {
   std::int64_t repeats = 1;
   bool compare_dense = false;
   bool json = false;
+  std::string granularity = "token";
   ErrorTargetOptions error_target;  // --error, --densities, --bands, --png
 };
 
@@ -108,6 +109,7 @@ VideoAttentionOptions attention_options(const RouteOptions& options, const Video
   attention.router = {options.samples, options.seed};
   attention.blocks = {options.block_q, options.block_kv};
   attention.threads = threads;
+  attention.granularity = parse_granularity(options.granularity);
   if (attention.clusters) attention.clusters->seed = options.seed;
   apply_error_target(options.error_target, options.method, geometry, method_options, attention);
   return attention;
@@ -156,6 +158,7 @@ void report_setup(const RouteOptions& options, const RouteSetup& setup, const La
   record["isa"] = active_isa();
   record["block_q"] = options.block_q;
   record["block_kv"] = options.block_kv;
+  record["granularity"] = options.granularity;
   record["warmup_dense"] = layer.warmup;
 }
 
@@ -180,6 +183,7 @@ nlohmann::ordered_json head_rows(const RouteSetup& setup, const VideoWorkload& w
     if (comparison.dense) {
       row["dense_ms"] = comparison.dense->heads[h].seconds * 1e3;
       row["cosine_vs_dense"] = comparison.cosine[h];
+      row["rel_l2_vs_dense"] = comparison.relative_l2[h];
     }
     rows.push_back(std::move(row));
   }
@@ -296,10 +300,16 @@ Command add_route_command(CLI::App& parent) {
       ->type_name("N")
       ->transform(integer_in(0, 1 << 20));
   add_tile_options(*app, options->block_q, options->block_kv);
+  app->add_option("--granularity", options->granularity,
+                  "token: exact masks; tile: every mask rounded out to whole tiles (no partial "
+                  "tile; docs/masks.md)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"token", "tile"}));
   add_threads_option(*app, options->threads);
   add_repeats_option(*app, options->repeats, "Timed runs after the warm-up; medians reported");
   app->add_flag("--compare-dense", options->compare_dense,
-                "Also run every head dense on the same data: times, speed-up, cosine");
+                "Also run every head dense on the same data: times, speed-up, cosine, "
+                "relative L2 error");
   app->add_flag("--json", options->json, "Print one JSON object (with a heads array)");
   add_error_target_options(*app, options->error_target);
 

@@ -1,7 +1,8 @@
 """One FlexAttention call: eager or compiled, with the LSE, on [B, H, N, d] views.
 
 Compiled FlexAttention (Triton on GPUs, the inductor C++ template on CPUs)
-skips empty tiles and calls mask_mod only in partial ones; eager
+skips empty tiles and calls mask_mod only in partial ones (a BlockMask with
+no partial tile runs compiled with no mask_mod at all, options.FULL_ONLY_TAG); eager
 FlexAttention is PyTorch's unfused reference, which materialises the scores
 and calls mask_mod on every pair. `compile=None` (the default) compiles on
 every device but the CPU, where eager keeps tests and small calls free of
@@ -28,7 +29,14 @@ import torch
 from torch.nn.attention import flex_attention as _flex_module
 from torch.nn.attention.flex_attention import flex_attention
 
-from .options import check_options, choices, device_limits, first_that_runs, mask_mod_kind
+from .options import (
+    FULL_ONLY_TAG,
+    check_options,
+    choices,
+    device_limits,
+    first_that_runs,
+    mask_mod_kind,
+)
 
 RECOMPILE_LIMIT = 256
 
@@ -141,6 +149,8 @@ def run_flex(q, k, v, block_mask, scale, *, compile=None, kernel_options=None, r
     compiled = use_compile(compile, q.device) and not (return_lse and q.device.type == "cpu")
     if not compiled:
         return _call(flex_attention, q, k, v, block_mask, scale, kernel_options, return_lse)
+    # Full tiles only (a tile-granular plan): the compiled kernel runs no mask_mod.
+    block_mask = getattr(block_mask, FULL_ONLY_TAG, block_mask)
     if mask_mod is None:
         mask_mod = mask_mod_kind(block_mask)
     candidates, context = _candidates(q, block_mask, kernel_options, mask_mod)

@@ -16,6 +16,12 @@ mask_mod on every pair). Two kinds, chosen per BlockMask:
   gather per pipeline stage, which is why its kernel options must leave room
   for it (options.py).
 
+A plan with no partial tile (granularity="tile": tile_granular masks planned
+at the BlockMask's own blocks) needs no mask_mod in a compiled kernel: its
+BlockMask carries a twin with the same full-tile lists and PyTorch's noop
+mask_mod (options.FULL_ONLY_TAG), which run_flex compiles instead, so no
+table is gathered and the kernel runs at the speed of a dense tile.
+
 Each BlockMask made here carries its kind (options.mask_mod_kind reads it);
 run_flex sizes the kernel options for it. Heads that run the same mask share one plan's tables: a layer whose
 40 heads run two masks holds two tile tables, not forty, and a `head_plan`
@@ -35,7 +41,7 @@ import numpy as np
 import torch
 from torch.nn.attention.flex_attention import BlockMask
 
-from .options import MASK_MOD_TAG, ROWS, TABLE
+from .options import FULL_ONLY_TAG, MASK_MOD_TAG, NO_MASK, ROWS, TABLE
 from .tables import FULL, PARTIAL_BASE, ROW_INTERVALS, PlanTables, plan_tables
 
 _DEVICE_CACHE: OrderedDict = OrderedDict()
@@ -204,6 +210,14 @@ def assemble(plans: list, head_plan, block_q: int, block_kv: int, q_len: int, kv
         stack("partial_num"), stack("partial_idx"), stack("full_num"), stack("full_idx"),
         BLOCK_SIZE=(block_q, block_kv), mask_mod=function, seq_lengths=(q_len, kv_len), **extra)
     setattr(block_mask, MASK_MOD_TAG, ROWS if rows else TABLE)
+    if all(not p.host.partial_num.any() for p in plans):
+        # Full tiles only (tile-granular plans): what compiled FlexAttention runs, with no
+        # mask_mod; the exact one above stays for eager calls, which ignore the blocks.
+        no_mask = BlockMask.from_kv_blocks(
+            stack("partial_num"), stack("partial_idx"), stack("full_num"), stack("full_idx"),
+            BLOCK_SIZE=(block_q, block_kv), mask_mod=None, seq_lengths=(q_len, kv_len), **extra)
+        setattr(no_mask, MASK_MOD_TAG, NO_MASK)
+        setattr(block_mask, FULL_ONLY_TAG, no_mask)
     return block_mask
 
 

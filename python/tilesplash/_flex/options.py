@@ -42,13 +42,21 @@ MASK_MODS = (TABLE, INDEX)
 ROWS = "rows"
 """tilesplash's per-row mask_mod (masks.py): loads indexed by the query alone, sized as INDEX."""
 MASK_MOD_TAG = "_tilesplash_mask_mod"
-"""The attribute a tilesplash BlockMask carries its mask_mod's kind in (ROWS or TABLE)."""
+"""The attribute a tilesplash BlockMask carries its mask_mod's kind in (ROWS, TABLE or
+NO_MASK)."""
+NO_MASK = "none"
+"""No mask_mod at all: a BlockMask of full tiles only (tile-granular plans), sized as INDEX."""
+FULL_ONLY_TAG = "_tilesplash_full_only"
+"""The attribute a BlockMask with no partial tile carries its compiled twin in: the same
+block lists with no mask_mod (PyTorch's noop), which compiled FlexAttention runs instead.
+Eager FlexAttention ignores the block lists and calls mask_mod on every pair, so it keeps
+the exact one."""
 
 
 def mask_mod_kind(block_mask) -> str:
     """TABLE or INDEX: what a BlockMask's mask_mod needs of the kernel. A BlockMask not
     made by tilesplash counts as TABLE (the safe side)."""
-    return INDEX if getattr(block_mask, MASK_MOD_TAG, TABLE) == ROWS else TABLE
+    return INDEX if getattr(block_mask, MASK_MOD_TAG, TABLE) in (ROWS, NO_MASK) else TABLE
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,10 @@ order:
   merge the two through their LSEs and scatter the rows back;
 - svg2 heads run their own clusters (clusters.py).
 
+granularity="tile" rounds every mask a head runs out to whole tiles of the
+BlockMask's blocks (block_q x block_kv) in its run order, so the BlockMasks
+have full tiles only and the compiled kernel runs no mask_mod (masks.py).
+
 strategy="per_head" runs every routed head in the original order instead
 (temporal and sta masks planned where they are scattered): no gathers, but
 many more partial tiles; docs/gpu.md gives the CPU measurement behind the
@@ -30,7 +34,7 @@ import numpy as np
 import torch
 
 from .. import _core
-from .._mask import Mask
+from .._mask import Mask, core_mask
 from .._methods import cluster_choice, method_flag
 from .._layouts import from_bhnd, lse_to_layout, to_bhnd
 from .._lse_merge import merge_lse
@@ -42,6 +46,7 @@ from .tables import plan_tables
 from .tuning import kernel_options_for
 
 STRATEGIES = ("permute", "per_head")
+GRANULARITIES = ("token", "tile")
 
 
 def _synchronize(device) -> None:
@@ -62,9 +67,17 @@ class FlexVideo:
     """The flex execution of one tilesplash.VideoAttention (its owner)."""
 
     def __init__(self, owner, *, dense_layers, dense_steps, force, density_budget, scale,
-                 block_q, block_kv, strategy="permute", compile=None, error=None):
+                 block_q, block_kv, strategy="permute", compile=None, error=None,
+                 granularity="token"):
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy: expected 'permute' or 'per_head', got {strategy!r}")
+        if granularity not in GRANULARITIES:
+            raise ValueError(f"granularity: expected 'token' or 'tile', got {granularity!r}")
+        if granularity == "tile" and method_flag(owner.method, "data_driven"):
+            raise ValueError(f"granularity: 'tile' is not available for method "
+                             f"{owner.method!r} on the flex backend (its cluster BlockMasks are "
+                             f"built on the device); use backend='cpu' or granularity='token'")
+        self.granularity = granularity
         self.owner = owner
         self.dense_layers, self.dense_steps = dense_layers, dense_steps
         self.force, self.density_budget, self.scale = force, density_budget, scale
@@ -193,6 +206,10 @@ class FlexVideo:
         keys = None if key_limit is None else Mask.key_range(0, key_limit)
 
         def padded(mask):
+            # granularity "tile": rounded out to this BlockMask's blocks in the run order,
+            # then the padding dropped exactly.
+            if self.granularity == "tile":
+                mask = mask.tile_granular(n, n, *self.block)
             return mask if keys is None else mask & keys
 
         if key[0] == "original":
@@ -220,6 +237,12 @@ class FlexVideo:
                     segment.append(None)
                     continue
                 mask = self.runs[choices[h]]["extra"]["mask"]
+                if self.granularity == "tile":
+                    # Rounded out, less what the head's rounded band keeps: the two merge
+                    # through their LSEs, so no key may be in both.
+                    mask = Mask(_core.Mask.segment_minus(
+                        core_mask(mask.tile_granular(n, count, *self.block)),
+                        core_mask(calls[0][0][h]), extra["first"], extra["stride"]))
                 segment.append(mask if segment_keys is None else mask & segment_keys)
             calls.append((segment, count))
         return calls
@@ -259,6 +282,10 @@ class FlexVideo:
                                           self.group_calls(key, group, choices, key_limit),
                                           need_lse, info)
             parts.append((group, o, l))
+        if self.granularity == "tile":  # a rounded mask's density: its visited full tiles
+            for h, choice in enumerate(choices):
+                if choice not in ("dense", cluster_choice()):
+                    info[h]["density"] = info[h]["tiles_visited"]
         if len(parts) == 1:
             return parts[0][1], parts[0][2]
         out, lse = parts[0][1], parts[0][2]
@@ -327,7 +354,8 @@ class FlexVideo:
         routed = not warmup and self.force is None and len(self.candidates) > 1
         report = {"heads": [], "method": self.owner.method, "band": self.owner.band,
                   "warmup": warmup, "block_q": self.block[0], "block_kv": self.block[1],
-                  "blocks_tuned": False, "backend": "flex", "strategy": self.strategy}
+                  "blocks_tuned": False, "backend": "flex", "strategy": self.strategy,
+                  "granularity": self.granularity}
         totals = dict.fromkeys(("routing_seconds", "plan_seconds", "cluster_seconds",
                                 "permute_seconds", "attention_seconds"), 0.0)
         outs, lses = [], []

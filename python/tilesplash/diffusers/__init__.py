@@ -39,8 +39,8 @@ from ._dispatch import ModelState, add_runtime, drop_runtime
 from ._install import Installed, carries_tilesplash, check_processors, installed_on, strip
 from ._models import model_specs, spec_for
 from .._backends import BACKENDS, check_backend
-from .._checks import (MAX_THREADS, check_bool, check_fraction, check_int, check_precision,
-                       prefixed)
+from .._checks import (MAX_THREADS, check_bool, check_fraction, check_granularity, check_int,
+                       check_precision, prefixed)
 from .._dist import check_timeout
 from .._methods import check_method
 from .._threading import check_context
@@ -154,6 +154,7 @@ def enable(
     precision: str = "default",
     error: float | None = None,
     densities=None,
+    granularity: str = "token",
 ) -> TilesplashHandle:
     """Run the self-attention of `target`'s video transformer(s) through tilesplash; returns a handle.
 
@@ -202,6 +203,9 @@ def enable(
         report); combines with density_budget (docs/masks.md). None: ``density``.
     densities: the ladder with ``error`` (increasing, in (0, 1]); None: 0.05, 0.1,
         0.15, 0.25, 0.4.
+    granularity: "token" (exact masks) or "tile" (every sparse head's mask rounded out
+        to whole tiles of the kernel that runs it: no partial tile, no per-pair mask;
+        tilesplash.VideoAttention and docs/masks.md).
     """
     targets, scheduler = _targets(target)
     with prefixed(_WHO):  # the library's checks and wording, "tilesplash.diffusers.enable: " first
@@ -232,6 +236,7 @@ def enable(
                        else check_precision(precision)),
             error=error,
             densities=None if densities is None else tuple(densities),
+            granularity=check_granularity(granularity),
         )
     for _, model, spec in targets:
         check_processors(model, spec, _WHO)
