@@ -123,3 +123,11 @@ def test_enable_with_an_error_target_end_to_end(tmp_path):
         tsd.enable(model, error=0.0)
     with pytest.raises(ValueError, match="densities"):
         tsd.enable(model, error=0.1, densities=[0.5, 0.2])
+
+
+def test_plot_rows_are_named_by_layer():
+    from tilesplash.diffusers._report import _layer_labels
+
+    assert _layer_labels([("WanTransformer3DModel", 1), ("WanTransformer3DModel", 2)]) == ["1", "2"]
+    assert _layer_labels([("transformer", 0), ("transformer_2", 0)]) == [
+        "transformer:0", "transformer_2:0"]

@@ -84,6 +84,13 @@ def _family(choice: str) -> str:
     return choice.split("@")[0].split(":")[0]
 
 
+def _layer_labels(layers) -> list[str]:
+    """The plot rows' names: each layer's index, after its transformer's name when the
+    report holds several transformers ("transformer_2:3")."""
+    several = len({transformer for transformer, _ in layers}) > 1
+    return [f"{t}:{i}" if several else str(i) for t, i in layers]
+
+
 def _grids(records, steps):
     """Per panel row (a step, or "mean" over all): (title, layers, density, error,
     family) arrays [layer, head], heads averaged over batch entries."""
@@ -124,6 +131,7 @@ def plot(report: list[dict], path, steps=None) -> dict:
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.colors import ListedColormap
+        from matplotlib.ticker import MaxNLocator
         from matplotlib.figure import Figure
     except ImportError:
         raise ImportError("tilesplash.diffusers.plot needs matplotlib: pip install matplotlib "
@@ -147,6 +155,7 @@ def plot(report: list[dict], path, steps=None) -> dict:
                               "#bbbbbb"][:max(1, len(families))])
     for row, (title, layers, density, error, family) in enumerate(grids):
         ax = axes[row]
+        labels = _layer_labels(layers)
         image = ax[0].imshow(density, aspect="auto", vmin=0, vmax=1, cmap="viridis")
         figure.colorbar(image, ax=ax[0], label="density")
         import numpy as np
@@ -162,6 +171,9 @@ def plot(report: list[dict], path, steps=None) -> dict:
             a.set_title(f"{title}: {name}", fontsize=9)
             a.set_xlabel("head")
             a.set_ylabel("layer")
+            shown_rows = range(0, len(layers), max(1, len(layers) // 10))  # whole layers only
+            a.set_yticks(list(shown_rows), labels=[labels[i] for i in shown_rows])
+            a.xaxis.set_major_locator(MaxNLocator(integer=True))
     figure.tight_layout()
     figure.savefig(path, format="png")
     return {"path": path, "panels": 3 * len(grids), "steps": steps}
