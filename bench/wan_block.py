@@ -254,6 +254,8 @@ def parse_args(argv):
         parser.error(f"--error must be a relative L2 error > 0, got {args.error}")
     if args.error is None and (args.report or args.plot):
         parser.error("--report and --plot write the error target's report: give --error too")
+    if args.report and args.plot and os.path.realpath(args.report) == os.path.realpath(args.plot):
+        parser.error("--report and --plot: expected two different files, got the same path twice")
     if args.error is not None and args.mode != "both":
         parser.error("--error compares against native and --density: it needs --mode both")
     return args
