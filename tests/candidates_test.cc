@@ -62,7 +62,7 @@ TEST(RowOrder, TablesAreInverseAndValidated) {
 }
 
 MaskCandidate candidate(const std::string& name, double density) {
-  return {name, Mask::dense(), MaskRun{RowOrder(), Mask::dense(), std::nullopt}, density};
+  return {name, Mask::dense(), MaskRun{RowOrder(), Mask::dense(), std::nullopt}, density, {}, 0.0};
 }
 
 TEST(Router, DecidesBySmallestMseWithinTheBudget) {

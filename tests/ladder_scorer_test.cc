@@ -144,9 +144,17 @@ std::vector<Mask> masks_of(const Case& c) {
 TEST(LadderScorer, ChainsGroupRungsByFamilyInDensityOrder) {
   std::vector<MaskCandidate> list = make_case().candidates;
   list.erase(list.begin() + 6, list.end());
-  const char* names[] = {"spatial@0.1", "temporal@0.1", "spatial@0.05",
-                         "radial",      "temporal@0.4", "sta@x"};
-  for (std::size_t i = 0; i < 6; ++i) list[i].name = names[i];
+  // Rungs are grouped by their fields, not their names: the names below say
+  // another family than the fields, and "radial" (no family) and a rung of
+  // density 0 belong to no chain.
+  const std::pair<const char*, double> rungs[] = {{"spatial", 0.1},  {"temporal", 0.1},
+                                                  {"spatial", 0.05}, {"", 0.2},
+                                                  {"temporal", 0.4}, {"sta", 0.0}};
+  for (std::size_t i = 0; i < 6; ++i) {
+    list[i].name = "name" + std::to_string(i) + "@0.3";
+    list[i].family = rungs[i].first;
+    list[i].rung = rungs[i].second;
+  }
   const auto chains = detail::ladder_chains(list);
   ASSERT_EQ(chains.size(), 2u);
   EXPECT_EQ(chains[0], (std::vector<std::size_t>{2, 0}));

@@ -137,6 +137,8 @@ TEST(RoutePolicy, LadderCandidatesNameEveryRung) {
   ASSERT_EQ(svg.size(), 4u);
   EXPECT_EQ(svg[0].name, "spatial@0.05");
   EXPECT_EQ(svg[3].name, "temporal@0.25");
+  EXPECT_EQ(svg[3].family, "temporal");  // what the incremental scoring groups by
+  EXPECT_EQ(svg[3].rung, 0.25);
   EXPECT_LT(svg[0].density, svg[2].density);
   EXPECT_NEAR(svg[2].density, 0.25, 0.05);
   const std::vector<MaskCandidate> radial = ladder_candidates("radial", kGeometry, {}, ladder);

@@ -80,6 +80,13 @@ struct MaskCandidate {
   Mask mask;             // on the original order
   MaskRun run;           // how it executes
   double density = 0.0;  // exact kept fraction of mask over tokens x tokens
+  // A rung of an error target's density ladder (ladder_candidates()): the
+  // candidate's name before "@<density>" and the ladder's density. Empty and
+  // 0 for any other candidate. The router's incremental scoring walks a
+  // family's rungs together (nested bands), so it groups by these fields,
+  // never by parsing names.
+  std::string family;
+  double rung = 0.0;
 };
 
 // The Sparse VideoGen masks as candidates ("spatial", "temporal"): the shared

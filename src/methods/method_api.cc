@@ -61,7 +61,8 @@ const MethodInfo& method_info(std::string_view name, std::string_view who) {
 
 MaskCandidate plain_candidate(std::string name, const Mask& mask, std::int64_t tokens) {
   const TilePlan plan = TilePlan::build(mask, tokens, tokens, {256, 256});
-  return {std::move(name), mask, MaskRun{RowOrder(), mask, std::nullopt}, plan.stats().density};
+  return {std::move(name),      mask, MaskRun{RowOrder(), mask, std::nullopt},
+          plan.stats().density, {},   0.0};
 }
 
 std::span<const std::string_view> method_names() { return candidate_method_names(); }

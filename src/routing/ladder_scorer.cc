@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -265,15 +264,11 @@ std::vector<std::vector<std::size_t>> ladder_chains(std::span<const MaskCandidat
   std::map<std::string, std::vector<std::pair<double, std::size_t>>> families;
   std::vector<std::string> order;
   for (std::size_t c = 0; c < candidates.size(); ++c) {
-    const std::string& name = candidates[c].name;
-    const std::size_t at = name.rfind('@');
-    if (at == std::string::npos || at == 0 || at + 1 == name.size()) continue;
-    char* end = nullptr;
-    const double density = std::strtod(name.c_str() + at + 1, &end);
-    if (end != name.c_str() + name.size() || !(density > 0.0)) continue;
-    auto [it, added] = families.try_emplace(name.substr(0, at));
+    const MaskCandidate& candidate = candidates[c];
+    if (candidate.family.empty() || !(candidate.rung > 0.0)) continue;  // not a ladder rung
+    auto [it, added] = families.try_emplace(candidate.family);
     if (added) order.push_back(it->first);
-    it->second.emplace_back(density, c);
+    it->second.emplace_back(candidate.rung, c);
   }
   std::vector<std::vector<std::size_t>> chains;
   for (const std::string& family : order) {

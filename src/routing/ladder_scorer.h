@@ -34,9 +34,10 @@
 
 namespace tilesplash::detail {
 
-// The ladders among candidates: indices of the candidates named
-// "<family>@<density>" with the same family, in increasing density, for each
-// family with at least two rungs. Other candidates belong to no chain.
+// The ladders among candidates: indices of the ladder rungs
+// (MaskCandidate::family set, rung > 0) of one family, in increasing rung
+// density, for each family with at least two rungs. Other candidates belong
+// to no chain.
 std::vector<std::vector<std::size_t>> ladder_chains(std::span<const MaskCandidate> candidates);
 
 // Whether score_ladders() takes these inputs: q, k and v in f32 or bf16 (all

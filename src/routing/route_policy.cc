@@ -155,6 +155,8 @@ std::vector<MaskCandidate> ladder_candidates(std::string_view method, const Vide
       rung = entry->candidates(geometry, at);
     }
     for (MaskCandidate& c : rung) {
+      c.family = c.name;
+      c.rung = density;
       c.name = ladder_name(c.name, density);
       ladder.push_back(std::move(c));
     }

@@ -18,9 +18,12 @@ namespace tilesplash {
 MaskCandidate video_candidate(VideoMaskKind kind, const VideoGeometry& geometry, std::int64_t band,
                               VideoMaskOptions options) {
   const VideoRunMasks run = video_run_masks(kind, geometry, band, options);
-  MaskCandidate candidate{std::string(to_string(kind)), video_mask(kind, geometry, band, options),
+  MaskCandidate candidate{std::string(to_string(kind)),
+                          video_mask(kind, geometry, band, options),
                           MaskRun{RowOrder(), run.band, std::nullopt},
-                          video_mask_density(kind, geometry, band, options)};
+                          video_mask_density(kind, geometry, band, options),
+                          {},
+                          0.0};
   if (run.order == TokenOrder::kTokenMajor) candidate.run.order = RowOrder::token_major(geometry);
   if (run.sink) {
     const std::int64_t stride = kind == VideoMaskKind::kSpatial ? 1 : geometry.frames;

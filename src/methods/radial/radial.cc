@@ -183,8 +183,9 @@ double resolve_radial_decay(const VideoGeometry& geometry, std::optional<double>
 
 MaskCandidate radial_candidate(const VideoGeometry& geometry, const RadialOptions& options) {
   const Mask mask = radial_mask(geometry, options);
-  return {"radial", mask, MaskRun{RowOrder(), mask, std::nullopt},
-          radial_density(geometry, options)};
+  return {
+      "radial", mask, MaskRun{RowOrder(), mask, std::nullopt}, radial_density(geometry, options),
+      {},       0.0};
 }
 
 }  // namespace tilesplash

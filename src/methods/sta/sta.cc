@@ -83,7 +83,11 @@ MaskRun sta_run(const VideoGeometry& geometry, const StaOptions& options) {
 MaskCandidate sta_candidate(const VideoGeometry& geometry, const StaOptions& options) {
   const std::array<std::int64_t, 3>& w = options.window;
   return {"sta:" + std::to_string(w[0]) + "x" + std::to_string(w[1]) + "x" + std::to_string(w[2]),
-          sta_mask(geometry, options), sta_run(geometry, options), sta_density(geometry, options)};
+          sta_mask(geometry, options),
+          sta_run(geometry, options),
+          sta_density(geometry, options),
+          {},
+          0.0};
 }
 
 namespace detail {
