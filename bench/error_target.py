@@ -16,6 +16,13 @@ alternating. Three routed runs of the same heads on the CPU kernel:
   3. run 1 again, last, so that a change of load shows as a change of
      run 1's time (printed as "drift").
 
+Then the bound: from the sampled errors of every candidate of the default
+ladder and of a fine one (2% to 60%, 16 rungs; one more probe run), the least
+mean density that *any* choice of one candidate per head reaches with the
+mean sampled error <= run 1's (an exact knapsack over the heads, not the
+library's rule). When that bound is above half of 0.25, no per-head choice
+on this workload meets the density goal, whatever the rule.
+
 Printed: mean density of 2 over 1 (goal <= 0.5), layer speed-up 1 / 2 (goal
 >= 1.6), routing time 2 / 1 (goal <= 1.5) and routing's share of run 2's
 layer (goal <= 0.10). Times are the CLI's medians of --repeats runs after a
@@ -73,7 +80,45 @@ def calibrate(probe, goal):
     return lo
 
 
-def main() -> int:
+FINE_LADDER = "0.02,0.03,0.04,0.05,0.06,0.075,0.1,0.125,0.15,0.2,0.25,0.3,0.35,0.4,0.5,0.6"
+
+
+def head_errors(probe):
+    """Per routed head, {density: the least sampled relative L2 error over the
+    families at that density}, from the probe's per-candidate sampled MSEs."""
+    result = []
+    for h in probe["heads"]:
+        if not (h["routed"] and h["error"]):
+            continue
+        power = h["mse"][h["choice"]] / h["error"] ** 2
+        best = {}
+        for name, mse in h["mse"].items():
+            density = float(name.split("@")[1])
+            best[density] = min(best.get(density, float("inf")), (mse / power) ** 0.5)
+        result.append(best)
+    return result
+
+
+def least_mean_density(errors, goal, units=4000):
+    """The least mean density over the heads of any one-candidate-per-head
+    choice whose mean error is <= goal: a knapsack over the error budget
+    heads * goal cut into `units`. Each error is rounded *down* to whole
+    units, which only admits more choices, so the result never exceeds the
+    exact least density: it is a true lower bound."""
+    import math
+
+    if not goal > 0:
+        raise ValueError(f"least_mean_density: goal must be > 0, got {goal!r}")
+    unit = len(errors) * goal / units
+    best = [0.0] * (units + 1)  # least density sum with error units <= j
+    for head in errors:
+        costs = [(density, math.floor(error / unit)) for density, error in head.items()]
+        best = [min((best[j - c] + density for density, c in costs if c <= j),
+                    default=float("inf")) for j in range(units + 1)]
+    return best[units] / len(errors)
+
+
+def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cli", default=os.environ.get("TILESPLASH_CLI",
                                                         "build/tools/tilesplash/tilesplash"))
@@ -84,7 +129,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--densities", default=None, help="the ladder, e.g. 0.05,0.1,0.15,0.25,0.4")
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     shape = ["--geometry", args.geometry] if args.geometry else ["--preset", args.preset]
     run = lambda extra: route(args.cli, shape, args.heads, args.threads, args.repeats, extra)  # noqa: E731
 
@@ -94,6 +139,9 @@ def main() -> int:
     target = calibrate(probe, fixed["mean_error"])
     adaptive = run(["--error", repr(target), *ladder])
     again = run(["--density", "0.25"])
+    fine = run(["--error", repr(fixed["mean_error"]), "--densities", FINE_LADDER])
+    bounds = {name: least_mean_density(head_errors(p), fixed["mean_error"])
+              for name, p in (("ladder", probe), ("fine_ladder", fine))}
     result = {
         "geometry": fixed["geometry"], "heads": args.heads, "error_target": target,
         "density_0.25": {k: fixed[k] for k in ("mean_density", "mean_error", "sparse_ms",
@@ -105,10 +153,11 @@ def main() -> int:
         "routing_ratio": adaptive["routing_ms"] / fixed["routing_ms"],
         "routing_share": adaptive["routing_ms"] / adaptive["layer_ms"],
         "drift": again["sparse_ms"] / fixed["sparse_ms"],
+        "least_density_ratio": {k: v / fixed["mean_density"] for k, v in bounds.items()},
     }
     if args.json:
         print(json.dumps(result, indent=2))
-        return 0
+        return result
     print(f"{result['geometry']}, {args.heads} band heads; error target {target:.4f}, whose mean "
           f"sampled error matches density 0.25's ({fixed['mean_error']:.4f})")
     for name, r in (("density 0.25", result["density_0.25"]),
@@ -121,8 +170,13 @@ def main() -> int:
     print(f"  routing {result['routing_ratio']:.2f}x the two-candidate router's (goal <= 1.5), "
           f"{100 * result['routing_share']:.1f}% of the layer (goal <= 10%)   drift "
           f"{result['drift']:.2f}")
-    return 0
+    least = result["least_density_ratio"]
+    print(f"  bound: the least mean density any per-head choice reaches at that mean error is "
+          f"{least['ladder']:.3f} of 0.25's on the ladder, {least['fine_ladder']:.3f} on a "
+          f"16-rung ladder from 2% to 60%")
+    return result
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
+    sys.exit(0)
