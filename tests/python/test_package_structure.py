@@ -165,3 +165,38 @@ def private_reads_across_modules() -> list[str]:
 
 def test_no_private_attribute_is_read_across_modules():
     assert private_reads_across_modules() == []
+
+
+def private_names_imported_across_modules() -> list[str]:
+    """`from <tilesplash module> import _name` where _name is not a module: a private
+    function, class or constant reached from another module."""
+    found = []
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text(), str(path))
+        package = path.parent
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                source = package
+                for _ in range(node.level - 1):
+                    source = source.parent
+            elif node.module and node.module.split(".")[0] == "tilesplash":
+                source = PACKAGE.parent
+            else:
+                continue  # another library's names are its business
+            for part in (node.module or "").split("."):
+                if part:
+                    source = source / part
+            for alias in node.names:
+                name = alias.name
+                if not name.startswith("_") or name.startswith("__"):
+                    continue
+                if (source / name).is_dir() or any(source.glob(f"{name}.*")):
+                    continue  # a private module (.py or the extension): the package's layering
+                found.append(f"{module_name(path)}:{node.lineno}: {node.module or '.'}.{name}")
+    return found
+
+
+def test_no_private_name_is_imported_across_modules():
+    assert private_names_imported_across_modules() == []

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .._backends import Backend, check_backend, resolve
-from .._mask import _parse, as_mask, core_mask
+from .._mask import as_mask, core_mask
 from .._checks import MAX_THREADS, check_int, check_scale
 from .._tensors import check_layout, check_qkv
 from .._threading import check_context
@@ -87,7 +87,7 @@ def _comparable_spec(mask) -> str:
     mask (svg2's cluster masks carry a token assignment no SPEC holds)."""
     spec = str(mask)
     try:
-        same = _parse(spec) == mask
+        same = as_mask(spec) == mask
     except ValueError:
         same = False
     if not same:
