@@ -38,19 +38,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
+
+from route_cli import route_json
 
 
 def route(cli, shape, heads, threads, repeats, extra):
-    command = [cli, "route", *shape, "--bands", "--heads", str(heads), "--repeats", str(repeats),
-               "--json", *extra]
-    if threads:
-        command += ["--threads", str(threads)]
-    result = subprocess.run(command, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed:\n{result.stderr}")
-    return json.loads(result.stdout)
+    return route_json(cli, [*shape, "--bands", "--heads", str(heads), "--repeats", str(repeats),
+                            *extra], threads)
 
 
 def calibrate(probe, goal):

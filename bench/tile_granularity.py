@@ -23,22 +23,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
+
+from route_cli import route_json
 
 METHODS = ("svg", "radial", "sta")
 
 
 def route(cli, shape, heads, density, method, granularity, threads, blocks):
-    command = [cli, "route", *shape, "--bands", "--heads", str(heads), "--density", str(density),
-               "--method", method, "--granularity", granularity, "--compare-dense", "--json",
-               "--block-q", str(blocks[0]), "--block-kv", str(blocks[1])]
-    if threads:
-        command += ["--threads", str(threads)]
-    result = subprocess.run(command, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed:\n{result.stderr}")
-    return json.loads(result.stdout)
+    return route_json(cli, [*shape, "--bands", "--heads", str(heads), "--density", str(density),
+                            "--method", method, "--granularity", granularity, "--compare-dense",
+                            "--block-q", str(blocks[0]), "--block-kv", str(blocks[1])], threads)
 
 
 def rounded_density(shape_text, method, density, blocks):
