@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -49,6 +50,18 @@ def route(cli, shape, heads, threads, repeats, extra):
                             *extra], threads)
 
 
+def sampled(probe):
+    """The probe's routed heads as what both calibrate() and the bound read: per
+    head the sampled MSE of each candidate and the signal power
+    (the choice's MSE over its relative L2 error squared, so that
+    error = sqrt(mse / power)), and each candidate's ladder density."""
+    heads = [h for h in probe["heads"] if h["routed"] and h["error"]]
+    names = list(heads[0]["mse"])
+    mse = [[h["mse"][n] for n in names] for h in heads]
+    power = [h["mse"][h["choice"]] / h["error"] ** 2 for h in heads]
+    return mse, power, [float(n.split("@")[1]) for n in names]
+
+
 def calibrate(probe, goal):
     """The largest error target whose choices (the library's rule on the probe's
     sampled MSEs) keep the mean sampled error over the heads <= goal."""
@@ -56,11 +69,8 @@ def calibrate(probe, goal):
 
     from tilesplash import _core
 
-    heads = [h for h in probe["heads"] if h["routed"] and h["error"]]
-    names = list(heads[0]["mse"])
-    mse = np.array([[h["mse"][n] for n in names] for h in heads], np.float64)
-    power = np.array([h["mse"][h["choice"]] / h["error"] ** 2 for h in heads], np.float64)
-    densities = [float(n.split("@")[1]) for n in names]
+    mse, power, densities = sampled(probe)
+    mse, power = np.array(mse, np.float64), np.array(power, np.float64)
 
     def mean_error(e):
         index, _, errors = _core.decide_routes(mse, power, densities, None, e)
@@ -82,15 +92,12 @@ FINE_LADDER = "0.02,0.03,0.04,0.05,0.06,0.075,0.1,0.125,0.15,0.2,0.25,0.3,0.35,0
 def head_errors(probe):
     """Per routed head, {density: the least sampled relative L2 error over the
     families at that density}, from the probe's per-candidate sampled MSEs."""
+    mse, power, densities = sampled(probe)
     result = []
-    for h in probe["heads"]:
-        if not (h["routed"] and h["error"]):
-            continue
-        power = h["mse"][h["choice"]] / h["error"] ** 2
+    for row, p in zip(mse, power):
         best = {}
-        for name, mse in h["mse"].items():
-            density = float(name.split("@")[1])
-            best[density] = min(best.get(density, float("inf")), (mse / power) ** 0.5)
+        for density, m in zip(densities, row):
+            best[density] = min(best.get(density, float("inf")), (m / p) ** 0.5)
         result.append(best)
     return result
 
@@ -101,8 +108,6 @@ def least_mean_density(errors, goal, units=4000):
     heads * goal cut into `units`. Each error is rounded *down* to whole
     units, which only admits more choices, so the result never exceeds the
     exact least density: it is a true lower bound."""
-    import math
-
     if not goal > 0:
         raise ValueError(f"least_mean_density: goal must be > 0, got {goal!r}")
     unit = len(errors) * goal / units
