@@ -6,7 +6,10 @@ installed package (`pip install .`, then pytest tests/python from anywhere).
 
 from __future__ import annotations
 
+import importlib
 import os
+import pathlib
+import sys
 
 import numpy as np
 import pytest
@@ -47,6 +50,22 @@ def _imported_from_the_expected_place():
     if expected:
         where = os.path.realpath(tilesplash.__file__)
         assert where.startswith(os.path.realpath(expected) + os.sep), (where, expected)
+
+
+BENCH = pathlib.Path(__file__).resolve().parents[2] / "bench"
+
+
+def import_bench(name: str):
+    """bench/<name>.py as a module; the calling test skipped when bench/ is not beside
+    the tests (an installed copy). bench/ is on sys.path only while importing: the
+    scripts import their siblings (route_cli, block_models, block_timers)."""
+    if not (BENCH / f"{name}.py").exists():
+        pytest.skip("bench/ is not beside the tests (an installed copy)")
+    sys.path.insert(0, str(BENCH))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(BENCH))
 
 
 def reference_attention(q, k, v, keep, scale=None):

@@ -8,23 +8,15 @@ import itertools
 import os
 import pathlib
 import random
-import sys
 
 import pytest
 
-BENCH = pathlib.Path(__file__).resolve().parents[2] / "bench"
-if not (BENCH / "error_target.py").exists():
-    pytest.skip("bench/ is not beside the tests (an installed copy)", allow_module_level=True)
+from conftest import import_bench
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import error_target
-        yield error_target
-    finally:
-        sys.path.remove(str(BENCH))
+    return import_bench("error_target")
 
 
 def enumerate_least(errors, goal):

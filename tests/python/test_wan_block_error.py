@@ -5,8 +5,6 @@ its self-attention error against native next to --density's."""
 from __future__ import annotations
 
 import json
-import pathlib
-import sys
 
 import pytest
 
@@ -14,19 +12,12 @@ pytest.importorskip("torch")
 pytest.importorskip("diffusers")
 image = pytest.importorskip("matplotlib.image")
 
-BENCH = pathlib.Path(__file__).resolve().parents[2] / "bench"
-if not (BENCH / "wan_block.py").exists():
-    pytest.skip("bench/ is not beside the tests (an installed copy)", allow_module_level=True)
+from conftest import import_bench  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def wan_block():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import wan_block
-        yield wan_block
-    finally:
-        sys.path.remove(str(BENCH))
+    return import_bench("wan_block")
 
 
 def test_error_target_end_to_end(wan_block, tmp_path, capsys):
