@@ -45,13 +45,15 @@ from .._dist import check_timeout
 from .._methods import check_method
 from .._threading import check_context
 from .._video import check_error_target
+from ._fidelity import Fidelity
+from ._fidelity_run import fidelity, plot_fidelity
 from ._report import plot, summarize, summary_table
 from ._runtime import Runtime, Settings
 from ._sequence_parallel import SequenceParallel
 from ._steps import Steps
 
 __all__ = ["enable", "handle_of", "remove", "TilesplashHandle", "plot", "summarize",
-           "summary_table", "supported_models"]
+           "summary_table", "supported_models", "fidelity", "plot_fidelity", "Fidelity"]
 
 _WHO = "tilesplash.diffusers.enable"
 
