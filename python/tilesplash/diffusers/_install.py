@@ -95,6 +95,12 @@ class Installed:
 
     def remove(self) -> None:
         for module, original in reversed(self._originals):
+            config = getattr(module.processor, "_parallel_config", None)
+            if config is not None and getattr(original, "_parallel_config", None) is None:
+                # enable_parallelism ran while tilesplash was on: it set the config on
+                # tilesplash's processor; the original must run in the same context-parallel
+                # region (the model's hooks shard its sequence now).
+                original._parallel_config = config
             _set_processor(module, original)
         self._originals.clear()
         strip(self.model)
