@@ -130,7 +130,7 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
 def _ulysses(parallel_config) -> int | None:
     """None without context parallelism; else this rank's place in the Ulysses mesh."""
     config = getattr(parallel_config, "context_parallel_config", None)
-    if config is None or config._world_size <= 1:
+    if config is None or config.ring_degree * config.ulysses_degree <= 1:
         return None
     if config.ring_degree > 1:
         raise NotImplementedError(
