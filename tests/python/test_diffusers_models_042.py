@@ -98,3 +98,13 @@ def _enabled_run(model, inputs, **options):
         return run(model, inputs), handle.report()
     finally:
         handle.remove()
+
+
+def test_process_group_points_a_model_with_a_plan_at_diffusers_context_parallelism():
+    model = BY_NAME["HeliosTransformer3DModel"].build()
+    with pytest.raises(NotImplementedError, match="enable_parallelism"):
+        tsd.enable(model, process_group=object())
+    model = BY_NAME["Kandinsky6Transformer3DModel"].build()
+    with pytest.raises(NotImplementedError, match="no context-parallel plan"):
+        tsd.enable(model, process_group=object())
+    assert not model._forward_pre_hooks

@@ -91,7 +91,7 @@ class Installed:
             module.register_forward_hook(leave)
         self.model.register_forward_pre_hook(self._before_forward, with_kwargs=True)
         if self._sequence is not None:
-            self._sequence.install(self.model)
+            self._sequence.install(self.model, self.spec.sequence)
 
     def remove(self) -> None:
         for module, original in reversed(self._originals):

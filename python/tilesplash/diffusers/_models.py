@@ -60,6 +60,11 @@ class ModelSpec:
     sink: bool = False  # the default of enable(sink=None): Wan's first-frame sink
     full_mask: str = ""  # why a [.., S, S] attention mask of this model cannot be served
     refusal: str | None = None  # NotImplementedError: why this model cannot be served
+    # enable(process_group=): tilesplash's own sequence parallel, through hooks on the
+    # transformer's "rope", "patch_embedding" and "proj_out" (_sequence_parallel: a Conv3d
+    # patch embedding, rotary tables [1, N, 1, d], the output projection per token), or None:
+    # refused (a model with diffusers' _cp_plan is pointed at diffusers' context parallelism).
+    sequence: str | None = None
 
     def forward(self, model, inputs: dict) -> Forward:
         order = self.order(model, inputs) if self.order is not None else None
@@ -227,7 +232,7 @@ def model_specs() -> list[ModelSpec]:
     """Every diffusers video transformer tilesplash knows, served or refused."""
     return [
         ModelSpec("WanTransformer3DModel", _blocks(("blocks", "attn1")), ("WanAttnProcessor",),
-                  _WAN_INPUTS, _cfhw, sink=True),
+                  _WAN_INPUTS, _cfhw, sink=True, sequence="rope_patch_proj"),
         ModelSpec("WanVACETransformer3DModel", _wan_vace, ("WanAttnProcessor",), _WAN_INPUTS,
                   _cfhw, sink=True),
         ModelSpec("WanAnimateTransformer3DModel", _blocks(("blocks", "attn1")),
