@@ -13,6 +13,8 @@ from typing import Callable
 
 import torch
 
+import diffusers_models_042 as new
+
 HEADS = 2
 HEAD_DIM = 16
 
@@ -378,6 +380,13 @@ CASES = [
     # same model's native SDPA against its math backend differs by 1.9e-7).
     Tiny("Kandinsky5Transformer3DModel", _kandinsky, kandinsky_inputs, (3, 8, 8),
          dense_tolerance=1e-4),
+    # New in diffusers 0.42 (diffusers_models_042.py).
+    Tiny("Kandinsky6Transformer3DModel", new.kandinsky6, new.kandinsky6_inputs, (3, 4, 4)),
+    Tiny("Kandinsky6SRTransformer3DModel", new.kandinsky6_sr, new.kandinsky6_sr_inputs, (2, 16, 16)),
+    Tiny("HeliosTransformer3DModel", new.helios, new.helios_inputs, (3, 4, 4),
+         text=new.HELIOS_HISTORY),
+    Tiny("MotifVideoTransformer3DModel", new.motif, new.motif_inputs, (3, 4, 4), text=10),
+    Tiny("AnyFlowTransformer3DModel", new.anyflow, new.anyflow_inputs, (3, 4, 4)),
 ]
 
 BY_NAME = {case.name: case for case in CASES}

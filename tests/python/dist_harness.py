@@ -24,7 +24,8 @@ import traceback
 # that cannot be imported is skipped).
 _PRELOAD = ["torch", "torch.distributed", "torch._dynamo", "tilesplash", "tilesplash.distributed",
             "diffusers.models.transformers.transformer_wan",
-            "dist_cases", "dist_video_cases", "dist_diffusers_cases", "dist_robust_cases"]
+            "dist_cases", "dist_video_cases", "dist_diffusers_cases", "dist_robust_cases",
+            "dist_diffusers_cp_cases"]
 
 
 def _context():

@@ -1,5 +1,5 @@
 """Each model's documented quirks: padded prompts as key padding (HunyuanVideo, its 1.5,
-FramePack, Mochi), token orders that are not frame-major (FramePack's history, Kandinsky 5's
+FramePack, Mochi, Motif-Video), token orders that are not frame-major (FramePack's history, Kandinsky 5's
 NABLA tiles), Wan 2.2 TI2V's per-token timesteps, and the configurations refused with
 NotImplementedError, each saying why."""
 
@@ -16,6 +16,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:In CPU autocast")
 
 from diffusers_models import BY_NAME, hunyuan15_inputs, hunyuan_inputs, kandinsky_inputs, mochi_inputs  # noqa: E402
 from diffusers_models import relative_error, run  # noqa: E402
+from diffusers_models_042 import motif_inputs  # noqa: E402
 
 DENSE_TOLERANCE = 1e-5
 
@@ -31,6 +32,7 @@ def _enabled_run(model, inputs, **options):
 @pytest.mark.parametrize("name,make_inputs,video", [
     ("HunyuanVideoTransformer3DModel", hunyuan_inputs, 48),
     ("MochiTransformer3DModel", mochi_inputs, 48),
+    ("MotifVideoTransformer3DModel", motif_inputs, 48),
 ])
 def test_padded_prompts_of_different_lengths(name, make_inputs, video):
     # Batched prompts of 4 and 10 real tokens in 10 slots (CFG's prompt and negative prompt).

@@ -130,6 +130,8 @@ FOREIGN_PRIVATE_ALLOWED = {
     ("tilesplash.diffusers._dispatch", "_backends"): "diffusers' backend registry",
     ("tilesplash.diffusers._dispatch", "_AttentionBackendRegistry"): "diffusers' registry",
     ("tilesplash.diffusers._install", "_tilesplash_original"): "our mark on its processors",
+    ("tilesplash.diffusers._install", "_parallel_config"): "diffusers' processor field (its CP)",
+    ("tilesplash.diffusers._dispatch", "_ulysses_local_rank"): "diffusers' ContextParallelConfig",
 }
 
 

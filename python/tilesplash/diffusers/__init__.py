@@ -19,8 +19,10 @@ the ones refused and why.
 
 With ``process_group=`` every rank of a torch.distributed group calls the
 transformer with the same inputs and gets the same output, while the
-sequence is split across the ranks inside it (``WanTransformer3DModel``
-only): see ``_sequence_parallel`` and docs/diffusers.md.
+sequence is split across the ranks inside it (the models whose spec names
+``sequence`` hooks): see ``_sequence_parallel`` and docs/diffusers.md. Models
+with diffusers' own context-parallel plan also run under
+``transformer.enable_parallelism(...)``: tilesplash's backend joins it.
 """
 
 from __future__ import annotations
@@ -187,7 +189,9 @@ def enable(
         the first call reveals the geometry.
     samples: query rows sampled per layer call by the router.
     process_group: None, or a torch.distributed ProcessGroup to split the sequence
-        across its ranks (``WanTransformer3DModel`` only; docs/diffusers.md).
+        across its ranks (the models docs/diffusers.md lists for it; for the others with
+        diffusers' context-parallel plan, call ``transformer.enable_parallelism`` instead:
+        tilesplash joins it).
     threads: kernel threads, 0 for all hardware threads (with a group: give
         each rank its share of the cores).
     timeout: with process_group, the seconds any collective waits for the
@@ -244,11 +248,8 @@ def enable(
         check_processors(model, spec, _WHO)
     sequence = None
     if process_group is not None:
-        for _, _, spec in targets:
-            if spec.name != "WanTransformer3DModel":
-                raise NotImplementedError(
-                    f"{_WHO}: process_group supports WanTransformer3DModel only, not {spec.name} "
-                    "(docs/diffusers.md says why); pass process_group=None")
+        for _, model, spec in targets:
+            _check_sequence(model, spec)
         sequence = SequenceParallel(process_group, timeout)
     runtime = Runtime(settings, Steps(scheduler), sequence)
     runtime_id = add_runtime(runtime)
@@ -327,6 +328,25 @@ def _spec(model):
     if spec.refusal is not None:
         raise NotImplementedError(f"{_WHO}: {spec.name} cannot be served: {spec.refusal}")
     return spec
+
+
+def _check_sequence(model, spec) -> None:
+    """process_group= needs the spec's sequence hooks; a model with diffusers' own plan is
+    pointed at diffusers' context parallelism, which tilesplash's backend joins."""
+    if spec.sequence is not None:
+        return
+    served = ", ".join(s.name for s in model_specs() if s.sequence is not None)
+    if getattr(type(model), "_cp_plan", None):
+        raise NotImplementedError(
+            f"{_WHO}: process_group is not supported for {spec.name} (tilesplash's own sequence "
+            f"parallel has hooks for {served} only); it has diffusers' context-parallel plan: "
+            "call transformer.enable_parallelism(config=ContextParallelConfig(ulysses_degree=N)) "
+            "and enable() without process_group (docs/diffusers.md)")
+    raise NotImplementedError(
+        f"{_WHO}: process_group is not supported for {spec.name}: tilesplash's own sequence "
+        f"parallel has hooks for {served} only (a Conv3d patch embedding, per-token rotary "
+        "tables and output projection), and diffusers has no context-parallel plan for it; "
+        "pass process_group=None (docs/diffusers.md)")
 
 
 def _force(value, method: str) -> str | None:

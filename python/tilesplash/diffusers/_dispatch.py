@@ -101,8 +101,51 @@ def leave(module, args, output):
 
 
 def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-              enable_gqa=False):
-    """The "tilesplash" backend: diffusers' layout, q, k, v [B, S, H, D] and out [B, S, H, Dv]."""
+              enable_gqa=False, _parallel_config=None):
+    """The "tilesplash" backend: diffusers' layout, q, k, v [B, S, H, D] and out [B, S, H, Dv].
+
+    Under diffusers' context parallelism (``enable_parallelism``; the dispatcher passes the
+    model's ``_parallel_config``) each rank holds a shard of the sequence: diffusers' own
+    Ulysses template gives every rank the whole sequence for its share of the heads, the
+    video attention runs on that (the whole video's geometry, each head routed as one
+    process routes it: no decision depends on where a head sits in the call), and the
+    template returns each rank its shard."""
+    ulysses = _ulysses(_parallel_config)
+    if ulysses is None:
+        return _attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
+    from diffusers.models.attention_dispatch import _templated_context_parallel_attention
+
+    def forward_op(ctx, q, k, v, mask, dropout, causal, scale_, gqa, return_lse, _save_ctx=True,
+                   _parallel_config=None):
+        if return_lse:
+            raise NotImplementedError("tilesplash: the tilesplash backend returns no LSE")
+        # Rank r of the Ulysses mesh holds heads [r * H / N, (r + 1) * H / N) after the exchange.
+        return _attention(q, k, v, mask, dropout, causal, scale_, head_offset=ulysses * q.shape[2])
+
+    return _templated_context_parallel_attention(
+        query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, False,
+        forward_op=forward_op, backward_op=_no_backward, _parallel_config=_parallel_config)
+
+
+def _ulysses(parallel_config) -> int | None:
+    """None without context parallelism; else this rank's place in the Ulysses mesh."""
+    config = getattr(parallel_config, "context_parallel_config", None)
+    if config is None or config.ring_degree * config.ulysses_degree <= 1:
+        return None
+    if config.ring_degree > 1:
+        raise NotImplementedError(
+            f"tilesplash: diffusers' ring attention (ring_degree={config.ring_degree}) is not "
+            "supported: each ring step attends one rank's keys and merges partial results "
+            "through their LSEs, while tilesplash's masks and routing need every key of the "
+            "video at once; use ContextParallelConfig(ulysses_degree=N)")
+    return config._ulysses_local_rank
+
+
+def _no_backward(*args, **kwargs):
+    raise RuntimeError("tilesplash.diffusers is inference only (no backward)")
+
+
+def _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, head_offset=0):
     site = _current.site
     if site is None:
         raise RuntimeError(
@@ -148,7 +191,7 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
         text_at = "none"
     out = torch.ops.tilesplash.video_attention(
         query, key, value, call.timestep, mask, site.runtime_id, site.index, frames, height, width,
-        text, text_at, scale)
+        text, text_at, scale, head_offset)
     if order is not None:
         out = out.index_select(1, torch.argsort(rows))
     return out
@@ -205,18 +248,18 @@ def _frame_major_rows(order: TokenOrder, frames: int, height: int, width: int, t
 def video_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, timestep: torch.Tensor,
                        key_mask: Optional[torch.Tensor], runtime: int, site: int, frames: int,
                        height: int, width: int, text: int, text_at: str,
-                       scale: Optional[float]) -> torch.Tensor:
+                       scale: Optional[float], head_offset: int) -> torch.Tensor:
     found = _RUNTIMES.get(runtime)
     if found is None:
         raise RuntimeError("tilesplash: this transformer's tilesplash handle was removed; a model "
                            "compiled while it was enabled must be compiled again")
     return found.attend(site, q, k, v, timestep, key_mask, (frames, height, width), text, text_at,
-                        scale)
+                        scale, head_offset)
 
 
 @video_attention_op.register_fake
 def _video_attention_fake(q, k, v, timestep, key_mask, runtime, site, frames, height, width, text,
-                          text_at, scale):
+                          text_at, scale, head_offset):
     return q.new_empty(tuple(q.shape[:-1]) + (v.shape[-1],))
 
 
@@ -240,5 +283,7 @@ def backend_name():
         names._member_names_.append(member._name_)
     registry = dispatch._AttentionBackendRegistry
     if registry._backends.get(member) is not attention:
-        registry.register(member)(attention)
+        # Context-parallel capable: enable_parallelism accepts it, and the dispatcher passes
+        # the model's _parallel_config (attention() runs diffusers' Ulysses template with it).
+        registry.register(member, supports_context_parallel=True)(attention)
     return member

@@ -91,10 +91,16 @@ class Installed:
             module.register_forward_hook(leave)
         self.model.register_forward_pre_hook(self._before_forward, with_kwargs=True)
         if self._sequence is not None:
-            self._sequence.install(self.model)
+            self._sequence.install(self.model, self.spec.sequence)
 
     def remove(self) -> None:
         for module, original in reversed(self._originals):
+            config = getattr(module.processor, "_parallel_config", None)
+            if config is not None and getattr(original, "_parallel_config", None) is None:
+                # enable_parallelism ran while tilesplash was on: it set the config on
+                # tilesplash's processor; the original must run in the same context-parallel
+                # region (the model's hooks shard its sequence now).
+                original._parallel_config = config
             _set_processor(module, original)
         self._originals.clear()
         strip(self.model)

@@ -60,6 +60,11 @@ class ModelSpec:
     sink: bool = False  # the default of enable(sink=None): Wan's first-frame sink
     full_mask: str = ""  # why a [.., S, S] attention mask of this model cannot be served
     refusal: str | None = None  # NotImplementedError: why this model cannot be served
+    # enable(process_group=): tilesplash's own sequence parallel, through hooks on the
+    # transformer's "rope", "patch_embedding" and "proj_out" (_sequence_parallel: a Conv3d
+    # patch embedding, rotary tables [1, N, 1, d], the output projection per token), or None:
+    # refused (a model with diffusers' _cp_plan is pointed at diffusers' context parallelism).
+    sequence: str | None = None
 
     def forward(self, model, inputs: dict) -> Forward:
         order = self.order(model, inputs) if self.order is not None else None
@@ -96,8 +101,16 @@ def _fchw(model, inputs) -> tuple[int, int, int]:
     return frames // p_t, height // p, width // p
 
 
+def _fchw3(model, inputs) -> tuple[int, int, int]:
+    # AnyFlow: hidden_states [B, F, C, H, W], permuted to [B, C, F, H, W] for a Conv3d whose
+    # stride is the tuple patch_size.
+    _, frames, _, height, width = inputs["hidden_states"].shape
+    p_t, p_h, p_w = model.config.patch_size
+    return frames // p_t, height // p_h, width // p_w
+
+
 def _fhwc(model, inputs) -> tuple[int, int, int]:
-    # Kandinsky 5: hidden_states [B, F, H, W, C], a linear patch embedding.
+    # Kandinsky 5 and 6: hidden_states [B, F, H, W, C], a linear patch embedding.
     _, frames, height, width, _ = inputs["hidden_states"].shape
     p_t, p_h, p_w = model.config.patch_size
     return frames // p_t, height // p_h, width // p_w
@@ -137,6 +150,25 @@ def _framepack_history(model, inputs) -> TokenOrder | None:
     return TokenOrder("history", prefix=tokens) if tokens else None
 
 
+def _helios_history(model, inputs) -> TokenOrder | None:
+    # Helios puts its long, mid and short history tokens before the video (each pass prepends,
+    # so the last added comes first); each is counted only with its frame indices, as the model
+    # counts it. Mid and long are replicate-padded to (2, 4, 4) and (4, 8, 8), then strided by
+    # two and four times the patch.
+    p_t, p_h, p_w = model.config.patch_size
+    tokens = 0
+    for name, pad, times in (("latents_history_short", (1, 1, 1), 1),
+                             ("latents_history_mid", (2, 4, 4), 2),
+                             ("latents_history_long", (4, 8, 8), 4)):
+        latents = inputs[name]
+        if latents is None or inputs["indices_" + name] is None:
+            continue
+        _, _, t, h, w = latents.shape
+        t, h, w = (_ceil(n, k) * k for n, k in zip((t, h, w), pad))
+        tokens += (t // (times * p_t)) * (h // (times * p_h)) * (w // (times * p_w))
+    return TokenOrder("history", prefix=tokens) if tokens else None
+
+
 def _kandinsky_tiles(model, inputs) -> TokenOrder | None:
     sparse = inputs["sparse_params"]
     if sparse is not None and sparse.get("to_fractal", False):
@@ -144,21 +176,40 @@ def _kandinsky_tiles(model, inputs) -> TokenOrder | None:
     return None
 
 
+def _nabla_tiles(model, inputs) -> TokenOrder | None:
+    # Kandinsky 6 SR always runs NABLA: its tokens always come in 8 x 8 spatial tiles per frame.
+    return TokenOrder("tiles", tile=8)
+
+
 # ---- attention modules -----------------------------------------------------------------
 
 
+def _attribute(module, path: str):
+    for name in path.split("."):
+        module = getattr(module, name)
+    return module
+
+
 def _blocks(*groups: tuple[str, str]):
-    """Every `attention` of every block of each `blocks` list, layers numbered on in call order."""
+    """Every `attention` (a dotted path inside the block) of every block of each `blocks` list,
+    layers numbered on in call order."""
 
     def modules(model):
         found, layer = [], 0
         for blocks, attention in groups:
             for i, block in enumerate(getattr(model, blocks)):
-                found.append((layer, f"{blocks}.{i}.{attention}", getattr(block, attention)))
+                found.append((layer, f"{blocks}.{i}.{attention}", _attribute(block, attention)))
                 layer += 1
         return found
 
     return modules
+
+
+def _motif(model):
+    # The last num_decoder_layers single-stream blocks attend [decoder tokens | the encoded video]
+    # (twice the video, no text): they are left as they are; the encoder's blocks are switched.
+    found = _blocks(("transformer_blocks", "attn"), ("single_transformer_blocks", "attn"))(model)
+    return found[:len(found) - model.config.num_decoder_layers]
 
 
 def _wan_vace(model):
@@ -181,7 +232,7 @@ def model_specs() -> list[ModelSpec]:
     """Every diffusers video transformer tilesplash knows, served or refused."""
     return [
         ModelSpec("WanTransformer3DModel", _blocks(("blocks", "attn1")), ("WanAttnProcessor",),
-                  _WAN_INPUTS, _cfhw, sink=True),
+                  _WAN_INPUTS, _cfhw, sink=True, sequence="rope_patch_proj"),
         ModelSpec("WanVACETransformer3DModel", _wan_vace, ("WanAttnProcessor",), _WAN_INPUTS,
                   _cfhw, sink=True),
         ModelSpec("WanAnimateTransformer3DModel", _blocks(("blocks", "attn1")),
@@ -232,12 +283,59 @@ def model_specs() -> list[ModelSpec]:
                   _blocks(("visual_transformer_blocks", "self_attention")),
                   ("Kandinsky5AttnProcessor",), ("hidden_states", "timestep", "sparse_params"),
                   _fhwc, order=_kandinsky_tiles),
+        ModelSpec("Kandinsky6Transformer3DModel",
+                  _blocks(("visual_transformer_blocks", "video_dec_block.self_attention")),
+                  ("Kandinsky6AttnProcessor",), _WAN_INPUTS, _fhwc),
+        ModelSpec("Kandinsky6SRTransformer3DModel",
+                  _blocks(("visual_transformer_blocks", "self_attention")),
+                  ("Kandinsky6SRAttnProcessor",), _WAN_INPUTS, _fhwc, order=_nabla_tiles,
+                  copy="Kandinsky6SRTilesplashProcessor"),
+        ModelSpec("HeliosTransformer3DModel", _blocks(("blocks", "attn1")), ("HeliosAttnProcessor",),
+                  _WAN_INPUTS + tuple(f"{kind}latents_history_{age}" for age in ("short", "mid", "long")
+                                      for kind in ("", "indices_")),
+                  _cfhw, order=_helios_history),
+        ModelSpec("MotifVideoTransformer3DModel", _motif, ("MotifVideoAttnProcessor2_0",),
+                  _WAN_INPUTS, _cfhw_split, text_at="after"),
+        ModelSpec("AnyFlowTransformer3DModel", _blocks(("blocks", "attn1")), ("AnyFlowAttnProcessor",),
+                  _WAN_INPUTS, _fchw3, sink=True),
         ModelSpec("SanaVideoTransformer3DModel", _blocks(("transformer_blocks", "attn1")), (),
                   _WAN_INPUTS, _cfhw,
                   refusal="its self-attention (SanaLinearAttnProcessor3_0) is linear attention "
                           "(ReLU feature maps, O(N) in the tokens, no softmax map): there are no "
                           "attention tiles for tilesplash to skip"),
+        _refused("SanaWMTransformer3DModel",
+                 "three of every four blocks run gated-delta-net linear attention (no softmax map, "
+                 "no tiles to skip); the softmax blocks (every softmax_every_n-th) call "
+                 "F.scaled_dot_product_attention in bfloat16 from a module with no processor to "
+                 "switch, inside its camera-conditioned (UCPE) branch"),
+        _refused("WanAnimate2Transformer3DModel",
+                 "its generation pass attends [generation | reference] keys through a flex BlockMask "
+                 "it builds itself (each generation frame sees every generation token and only the "
+                 "reference tokens of its own frame index) and asks for the flex backend by name, "
+                 "whatever backend the module holds: the reference keys are neither text every "
+                 "query sees nor video, and replacing the mask would change what the model "
+                 "computes, not only how sparsely"),
+        _refused("Cosmos3OmniTransformer",
+                 "a packed mixture-of-transformers: the video (generation) queries attend the "
+                 "understanding tokens' and their own keys with grouped-query attention (fewer key "
+                 "than query heads), packed without a batch axis, beside a causal understanding "
+                 "pathway; no call is self-attention over a video grid"),
+        _refused("MiniMaxH3Transformer3DModel",
+                 "it attends one packed sequence that the caller builds (text, conditioning frames, "
+                 "audio and video rows, placed by video_indices / audio_indices / text_indices): the "
+                 "video's height and width are in position_ids' values, in no input's shape, so "
+                 "the grid cannot be read without a host sync on every call"),
+        _refused("AnyFlowFARTransformer3DModel",
+                 "its self-attention (AnyFlowCausalAttnProcessor) is block-causal over chunks of "
+                 "frames with a KV cache of compressed and full-resolution past frames, a flex "
+                 "BlockMask its processor requires the flex backend for: tilesplash's masks are "
+                 "bidirectional and do not compose with a causal block mask"),
     ]
+
+
+def _refused(name: str, why: str) -> ModelSpec:
+    """A model tilesplash does not serve: enable() raises NotImplementedError with `why`."""
+    return ModelSpec(name, lambda model: [], (), (), lambda model, inputs: (0, 0, 0), refusal=why)
 
 
 def spec_for(model) -> ModelSpec | None:

@@ -1,9 +1,9 @@
 """Copies of the processors that do not reach diffusers' attention dispatcher.
 
 CogVideoX (and ConsisID), Mochi, Allegro and EasyAnimate call
-``F.scaled_dot_product_attention`` directly, and Cosmos calls
-``dispatch_attention_fn`` without its processor's backend, so naming a
-backend cannot reach them. Each class here is diffusers 0.42.1's processor
+``F.scaled_dot_product_attention`` directly, Cosmos calls
+``dispatch_attention_fn`` without its processor's backend and Kandinsky 6 SR
+with the flex backend named, so naming a backend cannot reach them. Each class here is diffusers 0.42.1's processor
 line for line (projections, q/k norms, RoPE exactly where diffusers applies
 it, output projections) with one change: the attention call goes to the
 tilesplash backend function (``_dispatch.attention``, diffusers' [B, S, H, D]
@@ -345,6 +345,28 @@ class EasyAnimateTilesplashProcessor(_Processor):
         return hidden_states, encoder_hidden_states
 
 
+class Kandinsky6SRTilesplashProcessor(_Processor):
+    """``Kandinsky6SRAttnProcessor``: diffusers' builds NABLA's BlockMask from the queries
+    and keys and asks for the flex backend by name. tilesplash replaces NABLA (as it does
+    Kandinsky 5's): the mask is not built, and the 8 x 8 tile order is undone in
+    ``_dispatch.attention`` (the spec's token order)."""
+
+    def __call__(self, attn, hidden_states, rotary_emb, sparse_params):
+        from diffusers.models.transformers.transformer_kandinsky6_sr import apply_rotary
+
+        query = attn.to_query(hidden_states).unflatten(-1, (attn.num_heads, -1))
+        key = attn.to_key(hidden_states).unflatten(-1, (attn.num_heads, -1))
+        value = attn.to_value(hidden_states).unflatten(-1, (attn.num_heads, -1))
+        query = attn.query_norm(query.float()).type_as(query)
+        key = attn.key_norm(key.float()).type_as(key)
+        query = apply_rotary(query, rotary_emb)
+        key = apply_rotary(key, rotary_emb)
+
+        hidden_states = attention(query, key, value)
+        return attn.out_layer(hidden_states.flatten(2, 3))
+
+
 COPIES = {cls.__name__: cls for cls in (CogVideoXTilesplashProcessor, MochiTilesplashProcessor,
                                         CosmosTilesplashProcessor, AllegroTilesplashProcessor,
-                                        EasyAnimateTilesplashProcessor)}
+                                        EasyAnimateTilesplashProcessor,
+                                        Kandinsky6SRTilesplashProcessor)}

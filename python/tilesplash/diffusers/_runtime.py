@@ -110,8 +110,11 @@ class Runtime:
             return step >= total - s.dense_last_steps
         return False
 
-    def attend(self, site: int, q, k, v, timestep, key_mask, video, text: int, text_at: str, scale):
-        """Self-attention of every head of one layer: q, k, v [B, S, H, D], frame-major."""
+    def attend(self, site: int, q, k, v, timestep, key_mask, video, text: int, text_at: str, scale,
+               head_offset: int = 0):
+        """Self-attention of every head of one layer: q, k, v [B, S, H, D], frame-major.
+        head_offset: the global index of q's first head (diffusers' Ulysses gives each rank
+        a share of the heads); the report names heads by it."""
         layer, path, state = self.sites[site]
         step = self.steps.observe(timestep)
         if self.steps.restarted and tilesplash.methods()[self.settings.method]["data_driven"]:
@@ -136,6 +139,8 @@ class Runtime:
                                 key_lengths=key_lengths)
         seconds = time.perf_counter() - start
         record = dict(report)
+        if head_offset:
+            record["heads"] = [dict(head, head=head["head"] + head_offset) for head in record["heads"]]
         record.update(
             transformer=state.name, layer=layer, module=path, step=step, seconds=seconds,
             warmup=dense or record.get("warmup", False),

@@ -1,4 +1,5 @@
-"""Sequence parallelism inside a diffusers Wan transformer (``enable(..., process_group=)``).
+"""Sequence parallelism inside a diffusers transformer (``enable(..., process_group=)``) whose
+spec names the "rope_patch_proj" hooks (ModelSpec.sequence: Wan's layout).
 
 Every rank calls the transformer with the same full inputs. Three hooks split
 the work along the sequence and join it again, leaving the model's code as it
@@ -103,7 +104,10 @@ class SequenceParallel:
     def local_tokens(self) -> int | None:
         return None if self.range is None else self.range[1] - self.range[0]
 
-    def install(self, transformer) -> None:
+    def install(self, transformer, hooks: str) -> None:
+        """Hooks of the kind the model's spec names (ModelSpec.sequence)."""
+        if hooks != "rope_patch_proj":
+            raise ValueError(f"{_WHO}: unknown sequence-parallel hooks {hooks!r}")
         self._hooks += [
             transformer.rope.register_forward_hook(self._slice_rotary),
             transformer.patch_embedding.register_forward_hook(self._slice_patches),
