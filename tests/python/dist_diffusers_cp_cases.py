@@ -44,6 +44,7 @@ INPUTS = {
     "WanTransformer3DModel": BY_NAME["WanTransformer3DModel"].inputs,
     "LTXVideoTransformer3DModel": ltx_cp_inputs,
     "HeliosTransformer3DModel": helios_cp_inputs,
+    "ChronoEditTransformer3DModel": BY_NAME["ChronoEditTransformer3DModel"].inputs,
 }
 # name -> enable() keyword arguments
 SETTINGS = {

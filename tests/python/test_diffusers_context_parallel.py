@@ -3,7 +3,7 @@
 ``transformer.enable_parallelism(config=ContextParallelConfig(ulysses_degree=2))`` shards the
 sequence by the model's ``_cp_plan``; tilesplash's backend is registered as context-parallel
 capable and runs each rank's heads over the whole sequence (diffusers' Ulysses template). On
-tiny Wan, LTX-Video and Helios (history tokens before the video), dense and routed, the
+tiny Wan, LTX-Video, Helios (history tokens before the video) and ChronoEdit, dense and routed, the
 output of every rank must equal one process's, and the ranks' heads together must make the
 choices one process makes. The CPU shim is in dist_diffusers_cp_cases.py.
 """
