@@ -287,7 +287,8 @@ class VideoAttention {
   // std::invalid_argument for a name that is neither dense nor a candidate.
   Mask mask(const HeadMask& choice) const;
   // The cluster mask head `head` ran in the last forward() (svg2 only), on
-  // the original order; it classifies by scanning, for checks.
+  // the original order (under granularity kTile, rounded out as it ran: to
+  // whole tiles of the run order); it classifies by scanning, for checks.
   Mask head_mask(std::int64_t head) const;
   // Forget the clusters of earlier calls (a new video): the next call
   // clusters every head from scratch.

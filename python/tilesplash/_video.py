@@ -236,7 +236,8 @@ class VideoAttention(GroupForward):
 
     def head_mask(self, head: int) -> Mask:
         """svg2: the cluster mask head `head` ran in the last call (its last batch entry),
-        on the original token order. It classifies tiles by scanning: for checks.
+        on the original token order; with granularity="tile", rounded out as it ran (to
+        whole tiles of its run order). It classifies tiles by scanning: for checks.
         With a group, `head` is global and must be one this rank ran."""
         head = check_int(head, "head", 0)
         if self._last_heads is not None:
