@@ -1,6 +1,7 @@
 // The compute-backend seam (backend.h): backends made by name from one list,
 // the CPU backend equal to the runner it is, refusing views on another
-// device by name, and tuning keys that say which backend timed them.
+// device by name, and tuning keys that say which backend timed them, on what
+// device and code path, in the backend's own words.
 #include "tilesplash/backend.h"
 
 #include <gtest/gtest.h>
@@ -44,7 +45,7 @@ TEST(Backend, CpuBackendRunsThePlanLikeTheRunner) {
   EXPECT_FALSE(backend->accepts(Device{DeviceType::kCuda, 0}));
   EXPECT_EQ(backend->threads(0), 2);
   EXPECT_EQ(backend->threads(1), 1);
-  EXPECT_NE(backend->device_name().find(active_isa()), std::string::npos);
+  EXPECT_EQ(backend->code_path(), active_isa());
 
   HostTensor q(DType::kF32, 2, 100, 64), k(DType::kF32, 2, 130, 64), v(DType::kF32, 2, 130, 64);
   q.fill_normal(1);
@@ -82,6 +83,33 @@ TEST(Backend, CpuBackendRefusesViewsOnAnotherDeviceNamingTheArgument) {
       EXPECT_NE(message.find("cuda:1"), std::string::npos) << message;
     }
   }
+}
+
+// A backend the library does not know: what a GPU backend of our own would be.
+class FakeBackend final : public AttentionBackend {
+ public:
+  std::string_view name() const override { return "fake"; }
+  std::string device_name() const override { return "Fake GPU 80GB"; }
+  std::string code_path() const override { return "sm_90"; }
+  int threads(int) const override { return 1; }
+  bool accepts(Device) const override { return false; }
+  void forward(const TilePlan&, const AttentionArgs&, const AttentionOptions&) override {}
+};
+
+// The key of a shape says which backend timed it, on what and by which code
+// path, as the backend itself says: a backend keys its own entries.
+TEST(Backend, TuningKeysTakeTheBackendsNameDeviceAndCodePath) {
+  const FakeBackend fake;
+  const TuneKey key = make_tune_key(fake, Mask::causal(), 4096, 4096, 128, DType::kBF16, 2);
+  EXPECT_EQ(key.backend, "fake");
+  EXPECT_EQ(key.cpu, "Fake GPU 80GB");
+  EXPECT_EQ(key.isa, "sm_90");
+  const auto cpu = make_backend("cpu");
+  const TuneKey native = make_tune_key(Mask::causal(), 4096, 4096, 128, DType::kBF16, 2);
+  EXPECT_EQ(native, make_tune_key(*cpu, Mask::causal(), 4096, 4096, 128, DType::kBF16, 2));
+  EXPECT_EQ(native.cpu, cpu->device_name());
+  EXPECT_EQ(native.isa, cpu->code_path());
+  EXPECT_NE(key.to_string(), native.to_string());
 }
 
 TEST(Backend, TuningKeysNameTheBackend) {

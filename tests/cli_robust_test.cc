@@ -206,6 +206,40 @@ TEST_F(CliRobust, PathsInMessagesAreQuotedAndEscaped) {
   }
 }
 
+// route's --png is declared like every other output, so a destination that
+// cannot be written is found before the heads run (not as exit 1 after them),
+// and "" is refused instead of meaning "no picture".
+TEST_F(CliRobust, RoutePictureDestinationIsCheckedBeforeAnyWork) {
+  const std::string route =
+      "route --geometry frames=3,height=4,width=4 --head-dim 16 --heads 2 --error 0.1 --png ";
+  expect_refused(run(route + f("missing/heads.png")), {"--png: directory '", "does not exist"});
+  std::filesystem::create_directories(f("d.png"));
+  const Result r = run(route + f("d.png"));
+  std::filesystem::remove(f("d.png"));
+  expect_refused(r, {"--png: '", "is a directory; expected a file path"});
+  expect_refused(run(route + "''"), {"--png: expected a file path, got ''"});
+}
+
+// The error-target flags are checked as the library checks VideoAttention's
+// error=, densities= and band=: an empty value or a band beside a ladder is
+// refused by name instead of running something else.
+TEST_F(CliRobust, RouteErrorTargetFlagsAreCheckedLikeTheLibrary) {
+  const std::string route = "route --geometry frames=3,height=4,width=4 --head-dim 16 --heads 2 ";
+  const std::pair<std::string, std::string> cases[] = {
+      {route + "--error ''", "--error: expected a relative L2 error > 0, got ''"},
+      {route + "--error 0.1 --densities ''",
+       "--densities: expected numbers in (0, 1] separated by commas, got ''"},
+      {route + "--densities ''", "--densities: expected numbers in (0, 1]"},
+      {route + "--error 0.1 --band 30", "--band: with --error the ladder's densities choose"},
+      {route + "--error 0.1 --band-frames 1", "--band-frames: with --error the ladder's"},
+      {route + "--densities 0.1,0.2", "--densities: a density ladder applies with --error only"},
+  };
+  for (const auto& [args, needle] : cases) {
+    SCOPED_TRACE(args);
+    expect_refused(run(args), {needle});
+  }
+}
+
 // Integer options give both ends of their range, also past 2^31.
 TEST_F(CliRobust, IntegerMessagesGiveTheWholeRange) {
   const Result r = run("plan --mask causal --q-len 2147483648");

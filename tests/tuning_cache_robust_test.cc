@@ -80,6 +80,47 @@ TEST_F(TuningCacheRobust, ConcurrentProcessesKeepEveryEntry) {
   EXPECT_EQ(names, (std::vector<std::string>{"tuning.json", "tuning.json.lock"}));
 }
 
+// A cache shared through symbolic links (relative, chained, or to a file not
+// written yet) is written through them: the links stay links, the shared
+// target gets every entry, and nothing is left beside a link.
+TEST_F(TuningCacheRobust, SymlinkedCacheIsWrittenThroughTheLink) {
+  fs::create_directories(dir_ / "shared");
+  fs::create_directories(dir_ / "home");
+  const fs::path target = dir_ / "shared" / "tuning.json";
+  const fs::path link = dir_ / "home" / "tuning.json";
+  const fs::path chained = dir_ / "home" / "again.json";
+  fs::create_symlink("../shared/tuning.json", link);  // dangling until the first store
+  fs::create_symlink("tuning.json", chained);
+  TuningCache(link).store(key(1), {64, 64}, 1.0);
+  TuningCache(chained).store(key(2), {64, 128}, 1.0);
+  TuningCache(target).store(key(3), {128, 64}, 1.0);
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_TRUE(fs::is_symlink(chained));
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(target)));
+  for (const fs::path& path : {target, link, chained}) {
+    const TuningCache cache(path);
+    EXPECT_EQ(cache.lookup(key(1)), (BlockSizes{64, 64})) << path;
+    EXPECT_EQ(cache.lookup(key(2)), (BlockSizes{64, 128})) << path;
+    EXPECT_EQ(cache.lookup(key(3)), (BlockSizes{128, 64})) << path;
+  }
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir_ / "home")) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"again.json", "tuning.json"}));
+  // A loop of links is refused by name, not followed forever.
+  fs::create_symlink("loop-b.json", dir_ / "loop-a.json");
+  fs::create_symlink("loop-a.json", dir_ / "loop-b.json");
+  try {
+    TuningCache(dir_ / "loop-a.json").store(key(4), {64, 64}, 1.0);
+    ADD_FAILURE() << "a loop of links was written";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("too many levels of symbolic links"), std::string::npos)
+        << e.what();
+  }
+}
+
 // Every top-level field with a JSON type it must not have.
 const char* const kWrongTypes[] = {
     R"({"format": 7, "version": 1, "library": "x", "entries": {}})",

@@ -42,7 +42,8 @@ class AttentionRunner : public AttentionBackend {
 
   // AttentionBackend: "cpu", host memory only.
   std::string_view name() const override { return "cpu"; }
-  std::string device_name() const override;   // CPU model and active SIMD target
+  std::string device_name() const override;   // the CPU model
+  std::string code_path() const override;     // active_isa()
   int threads(int requested) const override;  // the context's resolve(requested)
   bool accepts(Device device) const override { return device.type == DeviceType::kCpu; }
   void forward(const TilePlan& plan, const AttentionArgs& args,

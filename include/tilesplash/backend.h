@@ -30,11 +30,15 @@ class AttentionBackend {
  public:
   virtual ~AttentionBackend() = default;
 
-  // The name make_backend() knows it by ("cpu").
+  // The name make_backend() knows it by ("cpu"). Name, device and code path
+  // are what a tuning key records of the backend that timed it
+  // (make_tune_key(backend, ...), tuning.h), so each backend keys its own.
   virtual std::string_view name() const = 0;
-  // What it runs on, as tuning-cache keys record it: the CPU model and SIMD
-  // target for "cpu", a GPU's name for a GPU backend.
+  // What it runs on: the CPU model for "cpu", a GPU's name for a GPU backend.
   virtual std::string device_name() const = 0;
+  // Its code path on that device: the active SIMD target (active_isa()) for
+  // "cpu"; timings of one path say nothing of another.
+  virtual std::string code_path() const = 0;
   // The worker threads a call with options.threads == requested runs on
   // (tuning-cache keys and tile choices depend on it); 1 for a backend that
   // runs no host threads.

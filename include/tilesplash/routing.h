@@ -239,7 +239,9 @@ std::vector<MaskCandidate> ladder_candidates(std::string_view method, const Vide
                                              const MethodOptions& options,
                                              std::span<const double> densities);
 
-// "<name>@<density>" (density printed with %g): a ladder candidate's name.
+// "<name>@<density>": a ladder candidate's name, the density in the shortest
+// %g form (6 significant digits or more) that reads back as the same double,
+// so distinct densities give distinct names ("spatial@0.1", "spatial@0.1000001").
 std::string ladder_name(std::string_view name, double density);
 
 // One head's report as named values, the one serialisation every front end
@@ -285,7 +287,8 @@ class VideoAttention {
   // std::invalid_argument for a name that is neither dense nor a candidate.
   Mask mask(const HeadMask& choice) const;
   // The cluster mask head `head` ran in the last forward() (svg2 only), on
-  // the original order; it classifies by scanning, for checks.
+  // the original order (under granularity kTile, rounded out as it ran: to
+  // whole tiles of the run order); it classifies by scanning, for checks.
   Mask head_mask(std::int64_t head) const;
   // Forget the clusters of earlier calls (a new video): the next call
   // clusters every head from scratch.

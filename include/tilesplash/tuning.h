@@ -29,6 +29,8 @@
 
 namespace tilesplash {
 
+class AttentionBackend;  // backend.h
+
 // Every candidate the tuner may try, small tiles first. The one list that
 // the tuner, the CLI and the tests iterate over (gemma.cpp's MMCandidates).
 std::span<const BlockSizes> tile_candidates();
@@ -76,9 +78,16 @@ struct TuneShape {
 // Throws std::invalid_argument on lengths < 1.
 TuneShape make_tune_shape(const Mask& mask, std::int64_t q_len, std::int64_t kv_len);
 
-// threads: 0 means hardware_threads(). Throws std::invalid_argument on
-// lengths or head_dim < 1 and threads < 0. For bf16 the product path is
-// choose_product_path()'s (attention.h), which may measure it once.
+// The key of a shape timed on `backend`: its name(), device_name() and
+// code_path() (backend.h) fill backend, cpu and isa. threads: 0 means
+// hardware_threads(). Throws std::invalid_argument on lengths or head_dim < 1
+// and threads < 0. For bf16 the product path is choose_product_path()'s
+// (attention.h), which may measure it once.
+TuneKey make_tune_key(const AttentionBackend& backend, const Mask& mask, std::int64_t q_len,
+                      std::int64_t kv_len, std::int64_t head_dim, DType dtype, int threads,
+                      Precision precision = Precision::kDefault);
+// The same on the CPU backend (make_backend("cpu")): what the library's own
+// calls look up.
 TuneKey make_tune_key(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
                       std::int64_t head_dim, DType dtype, int threads,
                       Precision precision = Precision::kDefault);

@@ -79,6 +79,10 @@ void bind_routing_policy(nb::module_& m) {
   m.def(
       "check_error_target", [](double error) { check_error_target(error, "error"); }, "error"_a);
   m.def(
+      "ladder_name",
+      [](const std::string& name, double density) { return ladder_name(name, density); }, "name"_a,
+      "density"_a);
+  m.def(
       "check_density_ladder",
       [](const std::vector<double>& densities) { check_density_ladder(densities, "densities"); },
       "densities"_a);

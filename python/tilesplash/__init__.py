@@ -1,5 +1,7 @@
-"""tilesplash: block-sparse attention for video diffusion transformers, on the CPU
-(and on GPUs through PyTorch FlexAttention: tilesplash.flex, docs/gpu.md).
+"""tilesplash: block-sparse attention for video diffusion transformers. Its own engine
+runs on the CPU; GPUs run the same masks and routing through PyTorch FlexAttention
+(backend="flex", tilesplash.flex, docs/gpu.md) and JAX through tilesplash.jax
+(docs/jax.md).
 
     import numpy as np, tilesplash
     out = tilesplash.attention(q, k, v, mask="causal", layout="bhnd")

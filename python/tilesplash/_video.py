@@ -23,7 +23,7 @@ from ._mask import Mask
 from ._methods import check_method, method_flag, method_names
 from ._threading import check_context, core_of
 from ._video_group import GroupForward
-from ._tensors import call_arrays, check_layout, check_qkv
+from ._tensors import call_arrays, check_layout, check_qkv, torch_module
 
 
 METHODS = method_names()
@@ -140,6 +140,10 @@ class VideoAttention(GroupForward):
         if density_budget is not None:
             density_budget = check_float(density_budget, "density_budget",
                                          "a float in (0, 1] or None")
+        error, densities = check_error_target(error, densities, method)
+        # Ranks compare what the library made of these: a list and a NumPy array of the
+        # same densities agree.
+        arguments["error"], arguments["densities"] = error, densities
         self._core = _core.VideoAttention(
             geometry, method, check_float(density, "density", "a float in (0, 1]"),
             check_int(band, "band", 0, allow_none=True), check_bool(sink, "sink"),
@@ -150,7 +154,7 @@ class VideoAttention(GroupForward):
             check_int(threads, "threads", 0, maximum=MAX_THREADS),
             *check_blocks(block_q, block_kv), check_scale(scale),
             core_of(check_context(context)), check_precision(precision),
-            *check_error_target(error, densities), granularity=check_granularity(granularity))
+            error, densities, granularity=check_granularity(granularity))
         self._group = group
         self._timeout = check_timeout(timeout)
         self._backend = check_backend(backend)
@@ -232,7 +236,8 @@ class VideoAttention(GroupForward):
 
     def head_mask(self, head: int) -> Mask:
         """svg2: the cluster mask head `head` ran in the last call (its last batch entry),
-        on the original token order. It classifies tiles by scanning: for checks.
+        on the original token order; with granularity="tile", rounded out as it ran (to
+        whole tiles of its run order). It classifies tiles by scanning: for checks.
         With a group, `head` is global and must be one this rank ran."""
         head = check_int(head, "head", 0)
         if self._last_heads is not None:
@@ -328,15 +333,16 @@ class VideoAttention(GroupForward):
             return self._group_forward(self._group, self._timeout, q, k, v, layer, step, layout,
                                        return_lse, key_lengths)
         layout, layer, step, return_lse, key_lengths = self._check_call(
-            q, layer, step, layout, return_lse, key_lengths)
+            q, k, v, layer, step, layout, return_lse, key_lengths)
         result = self._forward_local(q, k, v, layer, step, layout, return_lse, key_lengths)
         with self._lock:
             self._calls_since_reset += 1
         return result
 
-    def _check_call(self, q, layer, step, layout, return_lse, key_lengths):
-        """A call's arguments but the tensors, checked: (layout, layer, step, return_lse,
-        key_lengths)."""
+    def _check_call(self, q, k, v, layer, step, layout, return_lse, key_lengths):
+        """A call's arguments but the tensors' shapes, checked: (layout, layer, step,
+        return_lse, key_lengths)."""
+        check_no_grad(q, k, v)
         layout = check_layout(layout)
         layer = check_int(layer, "layer", 0)
         step = check_int(step, "step", 0)
@@ -375,6 +381,7 @@ class VideoAttention(GroupForward):
         return None if all(n == geometry.tokens for n in lengths) and lengths else lengths
 
     def _forward_local(self, q, k, v, layer, step, layout, return_lse, key_lengths=None):
+        q, k, v = detached(q, k, v)
         backend = resolve(self._backend, q)
         backend.check_precision(self._precision)
         kind = check_qkv(q, k, v, layout, any_device=backend.any_device)
@@ -404,11 +411,44 @@ class VideoAttention(GroupForward):
         return f"tilesplash.VideoAttention({self.geometry}, method={self.method!r})"
 
 
-def check_error_target(error, densities):
-    """(error, densities) checked (by the library's rules) for VideoAttention: floats, or None."""
+def check_no_grad(q, k, v) -> None:
+    """Refuses torch inputs that require grad while grad mode is on: the kernels have no
+    backward, so the output would be cut from the graph without a word (as
+    tilesplash.diffusers refuses it)."""
+    torch = torch_module()
+    if torch is None or not torch.is_grad_enabled():
+        return
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if isinstance(x, torch.Tensor) and x.requires_grad:
+            raise RuntimeError(
+                f"{name}: requires grad, and tilesplash.VideoAttention is inference only (no "
+                f"backward): call it under torch.no_grad() or torch.inference_mode(), or pass "
+                f"{name}.detach()")
+
+
+def detached(q, k, v):
+    """q, k, v detached when grad mode is off (check_no_grad() refused them when it is
+    on): no graph is recorded either way, and FlexAttention on the CPU refuses inputs
+    that require grad even under torch.no_grad()."""
+    torch = torch_module()
+    if torch is None:
+        return q, k, v
+    return tuple(x.detach() if isinstance(x, torch.Tensor) and x.requires_grad else x
+                 for x in (q, k, v))
+
+
+def check_error_target(error, densities, method=None):
+    """(error, densities) checked (by the library's rules) for VideoAttention: floats, or None.
+    With `method`, also what the method allows: no ladder for svg2's clusters. Shared with
+    tilesplash.diffusers.enable, so it refuses at once what a layer's first call would."""
     if error is not None:
         error = check_float(error, "error", "a relative L2 error > 0 (e.g. 0.05) or None")
         _core.check_error_target(error)
+    if densities is not None and error is None:
+        raise ValueError("densities: a density ladder applies with error= only (give error too)")
+    if error is not None and method is not None and method_flag(method, "data_driven"):
+        raise ValueError(f"error: method {method!r} runs each head's own clusters and has no "
+                         f"density ladder; use a method with candidates (svg, radial, sta, ...)")
     if densities is not None:
         if isinstance(densities, (str, bytes)) or not hasattr(densities, "__iter__"):
             raise TypeError(f"densities: expected a sequence of floats in (0, 1] or None, got "

@@ -44,7 +44,7 @@ class GroupForward:
 
         def arguments():  # run inside the agreement: a rank's bad argument is every rank's error
             layout_, layer_, step_, lse_, lengths = self._check_call(
-                q, layer, step, layout, return_lse, key_lengths)
+                q, k, v, layer, step, layout, return_lse, key_lengths)
             checked.update(layout=layout_, layer=layer_, step=step_, return_lse=lse_,
                            key_lengths=lengths)
             return dict(self._agreement(), layer=layer_, step=step_, return_lse=lse_,

@@ -200,4 +200,33 @@ void ClusterMaskNode::check_lengths(std::int64_t q_len, std::int64_t kv_len) con
   check_tokens(to_string(), tokens_, q_len, kv_len);
 }
 
+RunOrderNode::RunOrderNode(Mask run, RowOrder q_order, RowOrder kv_order, std::int64_t tokens)
+    : run_(std::move(run)),
+      q_order_(std::move(q_order)),
+      kv_order_(std::move(kv_order)),
+      tokens_(tokens) {}
+
+bool RunOrderNode::keeps(std::int64_t q, std::int64_t k) const {
+  if (q < 0 || k < 0 || q >= tokens_ || k >= tokens_) return false;
+  const std::int64_t rq = q_order_.is_identity() ? q : q_order_.position(q);
+  const std::int64_t rk = kv_order_.is_identity() ? k : kv_order_.position(k);
+  return run_.keeps(rq, rk);
+}
+
+TileKind RunOrderNode::classify(IndexRange rows, IndexRange cols) const {
+  return scan_in_tokens(*this, tokens_, rows, cols);
+}
+
+std::string RunOrderNode::to_string() const {
+  return "run-order:tokens=" + std::to_string(tokens_) + "," + run_.to_string();
+}
+
+std::size_t RunOrderNode::hash() const {
+  return hash_combine(0x72756e6f, reinterpret_cast<std::uintptr_t>(this));
+}
+
+void RunOrderNode::check_lengths(std::int64_t q_len, std::int64_t kv_len) const {
+  check_tokens(to_string(), tokens_, q_len, kv_len);
+}
+
 }  // namespace tilesplash::detail

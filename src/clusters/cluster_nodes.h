@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "tilesplash/candidates.h"
+#include "tilesplash/mask.h"
 #include "tilesplash/mask_node.h"
 
 namespace tilesplash::detail {
@@ -69,6 +71,29 @@ class ClusterMaskNode final : public MaskNode {
   std::vector<std::int32_t> q_labels_, k_labels_;
   std::vector<std::uint8_t> kept_;
   std::int64_t k_clusters_;
+};
+
+// A run-order mask seen on the original order: (q, k) is kept iff the run
+// keeps (q_order.position(q), kv_order.position(k)). What svg2's head_mask()
+// answers under granularity "tile", where the head ran its run mask rounded
+// out to tiles in the run order (no rounding on the original order says the
+// same). Classifies by scanning, for checks.
+class RunOrderNode final : public MaskNode {
+ public:
+  RunOrderNode(Mask run, RowOrder q_order, RowOrder kv_order, std::int64_t tokens);
+
+  bool keeps(std::int64_t q, std::int64_t k) const override;
+  TileKind classify(IndexRange rows, IndexRange cols) const override;
+  bool is_analytic() const override { return false; }
+  std::string to_string() const override;
+  std::size_t hash() const override;
+  bool equals(const MaskNode& other) const override { return this == &other; }
+  void check_lengths(std::int64_t q_len, std::int64_t kv_len) const override;
+
+ private:
+  Mask run_;
+  RowOrder q_order_, kv_order_;
+  std::int64_t tokens_;
 };
 
 }  // namespace tilesplash::detail

@@ -45,11 +45,9 @@ void pack(const std::vector<float>& centroids, std::int64_t k, std::int64_t d,
   }
 }
 
-}  // namespace
-
-KMeansResult run_kmeans(ThreadingContext& context, int threads, std::span<const float> points,
-                        std::int64_t dim, const KMeansOptions& options,
-                        std::span<const float> warm) {
+// The arguments of run_kmeans checked; returns the number of points.
+std::int64_t check_kmeans_args(std::span<const float> points, std::int64_t dim,
+                               const KMeansOptions& options, std::span<const float> warm) {
   if (dim < 1) fail("dim must be >= 1, got " + std::to_string(dim));
   if (points.size() % static_cast<std::size_t>(dim) != 0) {
     fail("points.size() (" + std::to_string(points.size()) + ") must be a multiple of dim (" +
@@ -79,20 +77,54 @@ KMeansResult run_kmeans(ThreadingContext& context, int threads, std::span<const 
            " is not");
     }
   }
+  return n;
+}
 
+// The first centroids: `warm`, else the points kmeans_initial_indices() picks.
+std::vector<float> initial_centroids(std::span<const float> points, std::int64_t n,
+                                     std::int64_t dim, const KMeansOptions& options,
+                                     std::span<const float> warm) {
+  if (!warm.empty()) return {warm.begin(), warm.end()};
+  const std::int64_t k = options.clusters;
+  std::vector<float> centroids(static_cast<std::size_t>(k * dim));
+  const std::vector<std::int64_t> first = kmeans_initial_indices(n, k, options.seed);
+  for (std::int64_t c = 0; c < k; ++c) {
+    std::copy_n(points.data() + first[static_cast<std::size_t>(c)] * dim, dim,
+                centroids.data() + c * dim);
+  }
+  return centroids;
+}
+
+// Counting sort by label: sizes per cluster, and the members of cluster c at
+// members[start[c], start[c + 1]), in index order.
+void sort_by_label(const std::vector<std::int32_t>& labels, std::vector<std::int64_t>& sizes,
+                   std::vector<std::int64_t>& start, std::vector<std::int64_t>& members) {
+  const std::int64_t k = static_cast<std::int64_t>(sizes.size());
+  std::fill(sizes.begin(), sizes.end(), 0);
+  for (const std::int32_t label : labels) ++sizes[static_cast<std::size_t>(label)];
+  start[0] = 0;
+  for (std::int64_t c = 0; c < k; ++c) {
+    start[static_cast<std::size_t>(c + 1)] =
+        start[static_cast<std::size_t>(c)] + sizes[static_cast<std::size_t>(c)];
+  }
+  std::vector<std::int64_t> fill(start.begin(), start.end() - 1);
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    members[static_cast<std::size_t>(fill[static_cast<std::size_t>(labels[i])]++)] =
+        static_cast<std::int64_t>(i);
+  }
+}
+
+}  // namespace
+
+KMeansResult run_kmeans(ThreadingContext& context, int threads, std::span<const float> points,
+                        std::int64_t dim, const KMeansOptions& options,
+                        std::span<const float> warm) {
+  const std::int64_t n = check_kmeans_args(points, dim, options, warm);
+  const std::int64_t k = options.clusters;
   KMeansResult result;
   result.clusters = k;
   result.dim = dim;
-  if (!warm.empty()) {
-    result.centroids.assign(warm.begin(), warm.end());
-  } else {
-    result.centroids.resize(static_cast<std::size_t>(k * dim));
-    const std::vector<std::int64_t> first = kmeans_initial_indices(n, k, options.seed);
-    for (std::int64_t c = 0; c < k; ++c) {
-      std::copy_n(points.data() + first[static_cast<std::size_t>(c)] * dim, dim,
-                  result.centroids.data() + c * dim);
-    }
-  }
+  result.centroids = initial_centroids(points, n, dim, options, warm);
   result.labels.assign(static_cast<std::size_t>(n), 0);
   result.sizes.assign(static_cast<std::size_t>(k), 0);
 
@@ -113,18 +145,7 @@ KMeansResult run_kmeans(ThreadingContext& context, int threads, std::span<const 
              result.labels.data() + begin);
     });
     ++result.iterations;
-    // Counting sort by label: members of cluster c at [start[c], start[c + 1]).
-    std::fill(result.sizes.begin(), result.sizes.end(), 0);
-    for (const std::int32_t label : result.labels) ++result.sizes[static_cast<std::size_t>(label)];
-    start[0] = 0;
-    for (std::int64_t c = 0; c < k; ++c) {
-      start[static_cast<std::size_t>(c + 1)] =
-          start[static_cast<std::size_t>(c)] + result.sizes[static_cast<std::size_t>(c)];
-    }
-    std::vector<std::int64_t> fill(start.begin(), start.end() - 1);
-    for (std::int64_t i = 0; i < n; ++i) {
-      members[static_cast<std::size_t>(fill[static_cast<std::size_t>(result.labels[i])]++)] = i;
-    }
+    sort_by_label(result.labels, result.sizes, start, members);
     const std::int64_t cluster_chunks = (k + 15) / 16;
     context.run(threads, cluster_chunks, [&](std::int64_t chunk, int) {
       std::vector<double> sum(static_cast<std::size_t>(dim));

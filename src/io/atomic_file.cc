@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <stdexcept>
 
@@ -28,7 +29,23 @@ std::string random_suffix() {
 
 }  // namespace
 
-AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+std::string link_target(const std::string& path) {
+  namespace fs = std::filesystem;
+  // As the kernel: more than 40 links in a chain is a loop (ELOOP).
+  constexpr int kMaxLinks = 40;
+  fs::path at = path;
+  for (int links = 0; links <= kMaxLinks; ++links) {
+    std::error_code error;
+    if (!fs::is_symlink(fs::symlink_status(at, error))) return at.string();
+    const fs::path next = fs::read_symlink(at, error);
+    if (error) return at.string();  // gone meanwhile: written as a plain path
+    at = next.is_absolute() ? next : at.parent_path() / next;
+  }
+  throw std::runtime_error(quoted_name(path) +
+                           ": too many levels of symbolic links; expected a file or a link to one");
+}
+
+AtomicFile::AtomicFile(std::string path) : path_(link_target(path)) {
   for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
     temp_path_ = path_ + ".tmp." + random_suffix();
     fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);

@@ -144,8 +144,9 @@ void JsonCache::put(const std::string& key, nlohmann::json value) const {
   }
   // Read-modify-rename under an exclusive lock on a file beside the cache (the
   // cache itself is replaced by each rename, so it cannot carry the lock):
-  // two writers at once must both keep their entries.
-  const CacheLock lock(path_.string() + ".lock");
+  // two writers at once must both keep their entries. Beside the file the
+  // rename replaces, so writers through different links to it share the lock.
+  const CacheLock lock(link_target(path_.string()) + ".lock");
   nlohmann::json cache = load(path_).value_or(empty_cache());
   cache["entries"][key] = std::move(value);
   AtomicFile file(path_.string());

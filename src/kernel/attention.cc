@@ -99,9 +99,9 @@ const std::shared_ptr<ThreadingContext>& AttentionRunner::context() const { retu
 
 int AttentionRunner::threads(int requested) const { return impl_->context->resolve(requested); }
 
-std::string AttentionRunner::device_name() const {
-  return runtime::cpu_model() + " (" + active_isa() + ")";
-}
+std::string AttentionRunner::device_name() const { return runtime::cpu_model(); }
+
+std::string AttentionRunner::code_path() const { return active_isa(); }
 
 void AttentionRunner::forward(const TilePlan& plan, const AttentionArgs& args,
                               const AttentionOptions& options) {

@@ -48,10 +48,8 @@ void check_dim(const char* name, std::int64_t dim) {
   }
 }
 
-}  // namespace
-
-ForwardParams make_forward_params(const TilePlan& plan, const AttentionArgs& args,
-                                  const AttentionOptions& options, int default_threads) {
+// The views against each other and the plan: heads, lengths, dims, dtypes.
+void check_views(const TilePlan& plan, const AttentionArgs& args) {
   const TensorView& q = args.q;
   const TensorView& k = args.k;
   const TensorView& v = args.v;
@@ -86,6 +84,14 @@ ForwardParams make_forward_params(const TilePlan& plan, const AttentionArgs& arg
     fail("out.dtype must be f32 or the input dtype (" + std::string(to_string(q.dtype)) +
          "), got " + std::string(to_string(out.dtype)));
   }
+}
+
+}  // namespace
+
+ForwardParams make_forward_params(const TilePlan& plan, const AttentionArgs& args,
+                                  const AttentionOptions& options, int default_threads) {
+  check_views(plan, args);
+  const TensorView& q = args.q;
   const BlockSizes blocks = plan.blocks();
   if (!kernel_limits::valid_block_kv(blocks.block_kv)) {
     fail("plan block_kv must be " + kernel_limits::block_kv_rule() + ", got " +
@@ -102,9 +108,9 @@ ForwardParams make_forward_params(const TilePlan& plan, const AttentionArgs& arg
   ForwardParams params;
   params.plan = &plan;
   params.q = q;
-  params.k = k;
-  params.v = v;
-  params.out = out;
+  params.k = args.k;
+  params.v = args.v;
+  params.out = args.out;
   params.lse = args.lse;
   params.scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(q.dim)));
   if (!kernel_limits::valid_scale(params.scale)) {

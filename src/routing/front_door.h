@@ -67,8 +67,11 @@ struct VideoAttention::Impl {
                     std::int64_t layer, const std::optional<detail::KeyPadding>& keys,
                     HeadReport& report);
   // Runs `run` with `plan` over its mask (the extra segment's plan cached).
-  void run_sparse(const AttentionArgs& head, const MaskRun& run, const TilePlan& plan,
-                  HeadReport& report, double* plan_seconds);
+  // Returns the pairs the head kept over tokens^2 as the tile granularity
+  // reports them: the tiles the plan visits, plus the extra segment's own
+  // kept pairs (never the band's pairs its partial tiles skip).
+  double run_sparse(const AttentionArgs& head, const MaskRun& run, const TilePlan& plan,
+                    HeadReport& report, double* plan_seconds);
   // `mask` rounded out to whole `blocks` tiles of q_len x kv_len when
   // options.granularity is kTile, else `mask` (tile_granular.h).
   Mask at_granularity(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,

@@ -5,6 +5,7 @@
 // the same layer's previous call, a plan built for this head and step).
 #include <cmath>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "clusters/cluster_internal.h"
+#include "clusters/cluster_nodes.h"
 #include "geometry/permute.h"
 #include "routing/front_door.h"
 #include "routing/head_merge.h"
@@ -56,14 +58,15 @@ TensorView VideoAttention::Impl::permuted(const TensorView& src, const RowOrder&
   return TensorView::contiguous(buffer.data(), src.dtype, 1, src.len, src.dim);
 }
 
-void VideoAttention::Impl::run_sparse(const AttentionArgs& head, const MaskRun& run,
-                                      const TilePlan& plan, HeadReport& report,
-                                      double* plan_seconds) {
+double VideoAttention::Impl::run_sparse(const AttentionArgs& head, const MaskRun& run,
+                                        const TilePlan& plan, HeadReport& report,
+                                        double* plan_seconds) {
   const std::int64_t n = geometry.tokens();
   const std::int64_t dv = head.v.dim;
   const RowOrder& kv_order = run.kv_order ? *run.kv_order : run.order;
   const double map = static_cast<double>(n) * static_cast<double>(n);
   report.tiles_visited = visited_pairs(plan) / map;
+  double kept = report.tiles_visited;
   TensorView q = head.q, k = head.k, v = head.v;
   if (!run.order.is_identity() || !kv_order.is_identity()) {
     const auto start = Clock::now();
@@ -76,7 +79,7 @@ void VideoAttention::Impl::run_sparse(const AttentionArgs& head, const MaskRun& 
   }
   if (run.order.is_identity() && !run.extra) {
     backend->forward(plan, {q, k, v, head.out, head.lse}, attention_options(options.check_finite));
-    return;
+    return kept;
   }
   band_out.resize(static_cast<std::size_t>(n * dv));
   band_lse.resize(static_cast<std::size_t>(n));
@@ -108,6 +111,9 @@ void VideoAttention::Impl::run_sparse(const AttentionArgs& head, const MaskRun& 
     const TilePlan& extra_plan =
         *plans.get(segment_mask, n, segment.count, options.blocks, plan_seconds);
     report.tiles_visited += visited_pairs(extra_plan) / map;
+    // Under "tile" the segment's tiles where the band already keeps a sink key
+    // stay partial: the kernel visits them, the head keeps only their own pairs.
+    kept += static_cast<double>(extra_plan.stats().kept_pairs) / map;
     backend->forward(
         extra_plan,
         {q, keys(k), keys(v), MutableTensorView::contiguous(sink_out.data(), DType::kF32, 1, n, dv),
@@ -119,6 +125,7 @@ void VideoAttention::Impl::run_sparse(const AttentionArgs& head, const MaskRun& 
   detail::finish_head(*context, threads, n, run.order, {band_out.data(), band_lse.data()}, extra,
                       dv, head.out, head.lse);
   if (!run.order.is_identity()) report.permute_seconds += since(start);
+  return kept;
 }
 
 Mask VideoAttention::Impl::at_granularity(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
@@ -159,14 +166,19 @@ void VideoAttention::Impl::run_clusters(const AttentionArgs& args, const Attenti
   ClusterMasks masks = cluster_masks(geometry, clusters, kept);
   const std::int64_t n = geometry.tokens();
   masks.run.mask = at_granularity(masks.run.mask, n, n, o.blocks);
+  // head_mask(): what the head ran, on the original order; rounded in the run
+  // order under "tile", which the cluster mask alone does not say.
+  Mask ran = options.granularity == Granularity::kTile
+                 ? Mask(std::make_shared<detail::RunOrderNode>(masks.run.mask, masks.run.order,
+                                                               *masks.run.kv_order, n))
+                 : masks.mask;
   if (keys) masks.run.mask = padded_run_mask(masks.run, *keys);
   const TilePlan plan = TilePlan::build(masks.run.mask, n, n, o.blocks);
   report.plan_seconds = since(start);
-  report.density = masks.density;
-  run_sparse(head, masks.run, plan, report, nullptr);
-  if (options.granularity == Granularity::kTile) report.density = report.tiles_visited;
+  const double rounded = run_sparse(head, masks.run, plan, report, nullptr);
+  report.density = options.granularity == Granularity::kTile ? rounded : masks.density;
   warm[key] = std::move(clusters);
-  head_masks[static_cast<std::size_t>(h)] = std::move(masks.mask);
+  head_masks[static_cast<std::size_t>(h)] = std::move(ran);
 }
 
 HeadReport VideoAttention::Impl::run_head(const AttentionArgs& args, std::int64_t h,
@@ -194,10 +206,9 @@ HeadReport VideoAttention::Impl::run_head(const AttentionArgs& args, std::int64_
     run.mask = at_granularity(run.mask, n, n, options.blocks);
     const Mask run_mask = keys ? padded_run_mask(run, *keys) : run.mask;
     const TilePlan& plan = *plans.get(run_mask, n, n, options.blocks, plan_seconds);
-    run_sparse(head, candidate.run, plan, report, plan_seconds);
-    // Tile-granular: the rounded mask's density, the pairs of the full tiles visited.
-    report.density =
-        options.granularity == Granularity::kTile ? report.tiles_visited : candidate.density;
+    const double kept = run_sparse(head, candidate.run, plan, report, plan_seconds);
+    // Tile-granular: the rounded masks' density, the pairs they keep.
+    report.density = options.granularity == Granularity::kTile ? kept : candidate.density;
   }
   report.seconds = since(start);
   return report;

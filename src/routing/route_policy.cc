@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -25,9 +26,16 @@ bool within_budget(double density, const std::optional<double>& budget) {
   return !budget || density <= *budget * (1.0 + 1e-12);
 }
 
+// The shortest %g form of at least 6 significant digits that reads back as
+// `value`: the usual ladders keep short names ("spatial@0.1"), and two
+// densities never share a name (0.1 and 0.1000001 would both be "%g" 0.1),
+// since force=, mask() and the report find a candidate by its name.
 std::string number(double value) {
   char text[32];
-  std::snprintf(text, sizeof text, "%g", value);
+  for (int digits = 6; digits <= 17; ++digits) {
+    std::snprintf(text, sizeof text, "%.*g", digits, value);
+    if (std::strtod(text, nullptr) == value) break;
+  }
   return text;
 }
 

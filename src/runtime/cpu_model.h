@@ -1,5 +1,5 @@
-// The CPU's model name, read once: what tuning-cache keys and the CPU
-// backend's device_name() record, so a cached choice follows the machine.
+// The CPU's model name, read once: the CPU backend's device_name(), which
+// tuning-cache keys record, so a cached choice follows the machine.
 #pragma once
 
 #include <string>

@@ -13,7 +13,6 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/cpu_model.h"
 #include "tilesplash/attention.h"
 #include "tilesplash/threading.h"
 #include "tilesplash/tuning.h"
@@ -112,16 +111,18 @@ TuneShape make_tune_shape(const Mask& mask, std::int64_t q_len, std::int64_t kv_
   return shape;
 }
 
-TuneKey make_tune_key(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
-                      std::int64_t head_dim, DType dtype, int threads, Precision precision) {
+TuneKey make_tune_key(const AttentionBackend& backend, const Mask& mask, std::int64_t q_len,
+                      std::int64_t kv_len, std::int64_t head_dim, DType dtype, int threads,
+                      Precision precision) {
   require_at_least_one(head_dim, "head_dim");
   if (threads < 0) {
     throw std::invalid_argument("tuning: threads must be >= 0 (0: all hardware threads), got " +
                                 std::to_string(threads));
   }
   TuneKey key;
-  key.cpu = runtime::cpu_model();
-  key.isa = active_isa();
+  key.backend = std::string(backend.name());
+  key.cpu = backend.device_name();
+  key.isa = backend.code_path();
   key.path = kernel_path_key(dtype, precision);
   key.dtype = dtype;
   key.head_dim = head_dim;
@@ -132,6 +133,14 @@ TuneKey make_tune_key(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
   key.kv_bucket = shape.kv_bucket;
   key.threads = threads > 0 ? threads : hardware_threads();
   return key;
+}
+
+TuneKey make_tune_key(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
+                      std::int64_t head_dim, DType dtype, int threads, Precision precision) {
+  // Made once and never run: only its name, device and code path are read
+  // (its context starts no worker until a call needs one).
+  static const AttentionRunner cpu(default_threading_context());
+  return make_tune_key(cpu, mask, q_len, kv_len, head_dim, dtype, threads, precision);
 }
 
 }  // namespace tilesplash

@@ -185,6 +185,140 @@ struct Candidate {
   std::int64_t visited = 0;
 };
 
+// The timing of candidates, one after another, and what one measurement
+// tells the next: the fixed part (measured once), the throughput that sizes
+// the next sample, and the time spent on full runs (verify / exhaustive),
+// which is not search time.
+class Search {
+ public:
+  Search(const Mask& mask, std::int64_t q_len, std::int64_t kv_len, const TuneOptions& options,
+         Timer& timer, int threads, double per_candidate)
+      : mask_(mask),
+        q_len_(q_len),
+        kv_len_(kv_len),
+        options_(options),
+        timer_(timer),
+        threads_(threads),
+        per_candidate_(per_candidate) {}
+
+  Candidate time(const BlockSizes& blocks, const KernelVariant& variant) {
+    timer_.use(variant);
+    const TilePlan plan = build(blocks);
+    const std::vector<std::int64_t> work = tuning::visited_pairs_per_block(plan);
+    Candidate c;
+    CandidateResult& r = c.result;
+    r.blocks = blocks;
+    r.variant = variant;
+    r.full = plan.stats().full;
+    r.partial = plan.stats().partial;
+    r.empty = plan.stats().empty;
+    r.kept_pairs = plan.stats().kept_pairs;
+    c.visited = std::accumulate(work.begin(), work.end(), std::int64_t{0});
+    r.boundary_pairs = c.visited - r.kept_pairs;
+    r.q_blocks = plan.num_q_blocks();
+    calibrate(plan, work);
+    sample(plan, work, c);
+    if (options_.exhaustive) time_in_full(r, &plan);
+    return c;
+  }
+
+  // r's full run (verify / exhaustive), once; `plan`: its plan when at hand.
+  void time_in_full(CandidateResult& r, const TilePlan* plan = nullptr) {
+    if (r.full_seconds) return;
+    const auto start = Clock::now();
+    timer_.use(r.variant);
+    r.full_seconds = plan != nullptr ? timer_.seconds(*plan, options_.repeats)
+                                     : timer_.seconds(build(r.blocks), options_.repeats);
+    checking_ += Clock::now() - start;
+  }
+
+  double fixed() const { return fixed_; }
+  double checking_seconds() const { return std::chrono::duration<double>(checking_).count(); }
+
+ private:
+  // Rebuilt per candidate rather than kept: plans of small tiles over long
+  // sequences hold millions of tiles.
+  TilePlan build(const BlockSizes& blocks) const {
+    return TilePlan::build(mask_, q_len_, kv_len_, blocks);
+  }
+
+  // On the first candidate: the fixed part, and the throughput of a first
+  // probe on the smallest sample this candidate allows.
+  void calibrate(const TilePlan& plan, const std::vector<std::int64_t>& work) {
+    const std::int64_t heads = options_.heads;
+    if (fixed_ < 0.0) fixed_ = timer_.seconds(tuning::sampled_plan(plan, {}), kFixedRepeats);
+    if (pairs_per_second_ >= 0.0) return;
+    const auto probe = tuning::stratified_blocks(work, sample_count(work, 0.0, heads, threads_));
+    std::int64_t pairs = 0;
+    for (const std::int64_t b : probe) pairs += work[static_cast<std::size_t>(b)];
+    const double t = timer_.seconds(tuning::sampled_plan(plan, probe), 1);
+    pairs_per_second_ = static_cast<double>(pairs * heads) / tile_seconds(t, fixed_);
+  }
+
+  // A sample sized for this candidate's share of the budget, extrapolated to
+  // the full run (the full run itself when the sample is the whole plan).
+  void sample(const TilePlan& plan, const std::vector<std::int64_t>& work, Candidate& c) {
+    CandidateResult& r = c.result;
+    const std::int64_t heads = options_.heads;
+    const double target = pairs_per_second_ * per_candidate_ / options_.repeats / heads;
+    const std::vector<std::int64_t> picked =
+        tuning::stratified_blocks(work, sample_count(work, target, heads, threads_));
+    std::int64_t sampled = 0;
+    for (const std::int64_t b : picked) sampled += work[static_cast<std::size_t>(b)];
+    r.sampled_q_blocks = static_cast<std::int64_t>(picked.size());
+    r.sample_fraction = c.visited > 0 ? static_cast<double>(sampled) / c.visited : 1.0;
+    if (r.sampled_q_blocks == r.q_blocks) {
+      r.seconds = timer_.seconds(plan, options_.repeats);
+      return;
+    }
+    const double t = timer_.seconds(tuning::sampled_plan(plan, picked), options_.repeats);
+    const double tiles = tile_seconds(t, fixed_);
+    r.seconds = fixed_ + tiles / std::max(r.sample_fraction, 1e-12);
+    pairs_per_second_ = static_cast<double>(sampled * heads) / tiles;
+  }
+
+  const Mask& mask_;
+  std::int64_t q_len_, kv_len_;
+  const TuneOptions& options_;
+  Timer& timer_;
+  int threads_;
+  double per_candidate_;
+  double fixed_ = -1.0;
+  double pairs_per_second_ = -1.0;  // visited pairs of all heads per second of tile work
+  Clock::duration checking_{};
+};
+
+// The index of the candidate `less` puts first (the earliest on a tie).
+template <typename Less>
+std::size_t first_by(const std::vector<Candidate>& candidates, Less less) {
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < candidates.size(); ++i) {
+    if (less(candidates[i], candidates[best])) best = i;
+  }
+  return best;
+}
+
+bool faster(const Candidate& a, const Candidate& b) { return a.result.seconds < b.result.seconds; }
+
+bool fewer_boundary_pairs(const Candidate& a, const Candidate& b) {
+  return a.result.boundary_pairs < b.result.boundary_pairs;
+}
+
+// Throughput of every candidate, and the times, into the result.
+void finish(TuneResult& result, std::vector<Candidate>& candidates, std::int64_t head_dim,
+            const Search& search, Clock::time_point start) {
+  const double flops_per_pair =
+      4.0 * static_cast<double>(head_dim) * static_cast<double>(result.heads);
+  for (Candidate& c : candidates) {
+    c.result.gflops =
+        flops_per_pair * static_cast<double>(c.result.kept_pairs) / c.result.seconds * 1e-9;
+    result.candidates.push_back(c.result);
+  }
+  result.fixed_seconds = search.fixed();
+  result.tuning_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  result.search_seconds = result.tuning_seconds - search.checking_seconds();
+}
+
 }  // namespace
 
 TuneResult tune_blocks(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
@@ -204,8 +338,10 @@ TuneResult tune_blocks(const Mask& mask, std::int64_t q_len, std::int64_t kv_len
           ? std::vector<KernelVariant>(kernel_variants().begin(), kernel_variants().end())
           : options.variants;
 
+  const std::unique_ptr<AttentionBackend> backend = make_backend("cpu", threading);
   TuneResult result;
-  result.key = make_tune_key(mask, q_len, kv_len, head_dim, dtype, threads, options.precision);
+  result.key =
+      make_tune_key(*backend, mask, q_len, kv_len, head_dim, dtype, threads, options.precision);
   result.q_len = q_len;
   result.kv_len = kv_len;
   result.heads = options.heads;
@@ -218,111 +354,25 @@ TuneResult tune_blocks(const Mask& mask, std::int64_t q_len, std::int64_t kv_len
   const AttentionArgs args{
       q.view(), k.view(), v.view(),
       MutableTensorView::contiguous(out.data(), DType::kF32, heads, q_len, head_dim)};
-  const std::unique_ptr<AttentionBackend> backend = make_backend("cpu", threading);
-  result.key.backend = std::string(backend->name());
   Timer timer(*backend, args, threads, options.clock, options.precision);
   timer.use(variants.front());
 
-  // Per candidate the plan is rebuilt when needed rather than kept: plans of
-  // small tiles over long sequences hold millions of tiles.
-  const auto build = [&](const BlockSizes& blocks) {
-    return TilePlan::build(mask, q_len, kv_len, blocks);
-  };
-
-  const double per_candidate =
-      options.budget_seconds / static_cast<double>(list.size() + variants.size() - 1);
-  double fixed = -1.0;
-  double pairs_per_second = -1.0;  // visited pairs of all heads per second of tile work
-  Clock::duration checking{};      // full runs for verify / exhaustive
+  Search search(mask, q_len, kv_len, options, timer, threads,
+                options.budget_seconds / static_cast<double>(list.size() + variants.size() - 1));
   std::vector<Candidate> candidates;
-  const auto time_candidate = [&](const BlockSizes& blocks, const KernelVariant& variant) {
-    timer.use(variant);
-    const TilePlan plan = build(blocks);
-    const std::vector<std::int64_t> work = tuning::visited_pairs_per_block(plan);
-    Candidate c;
-    CandidateResult& r = c.result;
-    r.blocks = blocks;
-    r.variant = variant;
-    r.full = plan.stats().full;
-    r.partial = plan.stats().partial;
-    r.empty = plan.stats().empty;
-    r.kept_pairs = plan.stats().kept_pairs;
-    c.visited = std::accumulate(work.begin(), work.end(), std::int64_t{0});
-    r.boundary_pairs = c.visited - r.kept_pairs;
-    r.q_blocks = plan.num_q_blocks();
-
-    if (fixed < 0.0) {
-      // Warms the runner's workspaces too.
-      fixed = timer.seconds(tuning::sampled_plan(plan, {}), kFixedRepeats);
-    }
-    if (pairs_per_second < 0.0) {
-      // Throughput probe on the smallest sample this candidate allows.
-      const auto probe = tuning::stratified_blocks(work, sample_count(work, 0.0, heads, threads));
-      std::int64_t pairs = 0;
-      for (const std::int64_t b : probe) pairs += work[static_cast<std::size_t>(b)];
-      const double t = timer.seconds(tuning::sampled_plan(plan, probe), 1);
-      pairs_per_second = static_cast<double>(pairs * heads) / tile_seconds(t, fixed);
-    }
-
-    const double target = pairs_per_second * per_candidate / options.repeats / heads;
-    const std::vector<std::int64_t> picked =
-        tuning::stratified_blocks(work, sample_count(work, target, heads, threads));
-    std::int64_t sampled = 0;
-    for (const std::int64_t b : picked) sampled += work[static_cast<std::size_t>(b)];
-    r.sampled_q_blocks = static_cast<std::int64_t>(picked.size());
-    r.sample_fraction = c.visited > 0 ? static_cast<double>(sampled) / c.visited : 1.0;
-    if (r.sampled_q_blocks == r.q_blocks) {
-      r.seconds = timer.seconds(plan, options.repeats);
-    } else {
-      const double t = timer.seconds(tuning::sampled_plan(plan, picked), options.repeats);
-      const double tiles = tile_seconds(t, fixed);
-      r.seconds = fixed + tiles / std::max(r.sample_fraction, 1e-12);
-      pairs_per_second = static_cast<double>(sampled * heads) / tiles;
-    }
-    if (options.exhaustive) {
-      const auto check_start = Clock::now();
-      r.full_seconds = timer.seconds(plan, options.repeats);
-      checking += Clock::now() - check_start;
-    }
-    candidates.push_back(std::move(c));
-  };
-  for (const BlockSizes& blocks : list) time_candidate(blocks, variants.front());
-
-  const auto by = [&](auto less) {
-    std::size_t best = 0;
-    for (std::size_t i = 1; i < candidates.size(); ++i) {
-      if (less(candidates[i], candidates[best])) best = i;
-    }
-    return best;
-  };
-  const auto faster = [](const Candidate& a, const Candidate& b) {
-    return a.result.seconds < b.result.seconds;
-  };
-  const BlockSizes best_blocks = candidates[by(faster)].result.blocks;
-  for (std::size_t v = 1; v < variants.size(); ++v) time_candidate(best_blocks, variants[v]);
-  result.best = by(faster);
-  result.least_boundary = by([](const Candidate& a, const Candidate& b) {
-    return a.result.boundary_pairs < b.result.boundary_pairs;
-  });
+  for (const BlockSizes& blocks : list) candidates.push_back(search.time(blocks, variants.front()));
+  const BlockSizes best_blocks = candidates[first_by(candidates, faster)].result.blocks;
+  for (std::size_t i = 1; i < variants.size(); ++i) {
+    candidates.push_back(search.time(best_blocks, variants[i]));
+  }
+  result.best = first_by(candidates, faster);
+  result.least_boundary = first_by(candidates, fewer_boundary_pairs);
   if (options.verify) {
-    const auto check_start = Clock::now();
     for (const std::size_t i : {result.best, result.least_boundary}) {
-      CandidateResult& r = candidates[i].result;
-      timer.use(r.variant);
-      if (!r.full_seconds) r.full_seconds = timer.seconds(build(r.blocks), options.repeats);
+      search.time_in_full(candidates[i].result);
     }
-    checking += Clock::now() - check_start;
   }
-
-  const double flops_per_pair = 4.0 * static_cast<double>(head_dim) * static_cast<double>(heads);
-  for (Candidate& c : candidates) {
-    c.result.gflops =
-        flops_per_pair * static_cast<double>(c.result.kept_pairs) / c.result.seconds * 1e-9;
-    result.candidates.push_back(c.result);
-  }
-  result.fixed_seconds = fixed;
-  result.tuning_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  result.search_seconds = result.tuning_seconds - std::chrono::duration<double>(checking).count();
+  finish(result, candidates, head_dim, search, start);
   return result;
 }
 

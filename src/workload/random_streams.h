@@ -37,9 +37,4 @@ inline std::uint64_t hashed_word(std::uint64_t key, std::uint64_t index) {
   return mix64(key ^ mix64(index * 0x9e3779b97f4a7c15ULL + 0x2545f4914f6cdd1dULL));
 }
 
-// A uniform double in (0, 1) from a counter.
-inline double hashed_unit(std::uint64_t key, std::uint64_t index) {
-  return (static_cast<double>(hashed_word(key, index) >> 11) + 0.5) * 0x1.0p-53;
-}
-
 }  // namespace tilesplash::detail

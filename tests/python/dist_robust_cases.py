@@ -21,6 +21,7 @@ import os
 import signal
 import time
 
+import numpy as np
 import torch
 
 import tilesplash
@@ -134,6 +135,10 @@ DISAGREEMENTS = {
     "video flex_strategy": (lambda odd: _video(odd, dict(flex_strategy="per_head")),
                             "VideoAttention.flex_strategy"),
     "video same": (lambda odd: _video(odd, dict(threads=2, timeout=30)), None),
+    # The same ladder as a list and as a NumPy array is the same configuration.
+    "video ladder as an array": (lambda odd: _video(
+        odd, dict(error=np.float64(0.3), densities=np.array([0.1, 0.3])),
+        base=dict(error=0.3, densities=[0.1, 0.3])), None),
     "diffusers density": (lambda odd: _diffusers(odd, dict(density=0.3)), "enable.density"),
     "diffusers inputs": (lambda odd: _diffusers(odd, input_seed=2), "input hidden_states"),
     "diffusers weights": (lambda odd: _diffusers(odd, model_seed=1), "model weights"),

@@ -6,8 +6,9 @@ namespace scope opens with a line at column 0 that ends in "{" and closes
 with a line that is exactly "}"; a function's length is the number of lines
 from its first signature line to that brace, inclusive. Lambdas count toward
 the function that holds them. Classes, structs, enums, unions, namespaces
-and extern blocks are not functions (their member functions defined inline
-are rare in tools/ and are not counted). Run: function_length.py --max 80 tools
+and extern blocks are not functions, also below a "template <...>" line of
+their own (their member functions defined inline are not counted). Run:
+function_length.py --max 80 src tools
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ def functions(lines: list[str]):
         elif stripped.endswith("{"):
             if re.search(r"=\s*\{$", stripped):  # an aggregate initializer: data, not code
                 start = None
+                continue
+            if NOT_A_FUNCTION.match(line) and start < number:
+                start = None  # a class template: "template <...>" on the line above
                 continue
             end = next((n for n in range(number, len(lines) + 1) if lines[n - 1].rstrip() == "}"),
                        None)

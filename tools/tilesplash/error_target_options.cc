@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "head_png.h"
+#include "options.h"
 
 namespace tilesplash::cli {
 namespace {
@@ -43,16 +44,19 @@ void add_error_target_options(CLI::App& app, ErrorTargetOptions& options, bool w
   app.add_option("--error", options.error,
                  "Error target: each head runs the least dense candidate of the ladder whose\n"
                  "sampled relative L2 error against dense is <= E (docs/masks.md)")
-      ->type_name("E");
+      ->type_name("E")
+      ->check(non_empty("a relative L2 error > 0"));
   app.add_option("--densities", options.densities,
                  "With --error: the density ladder (default 0.05,0.1,0.15,0.25,0.4)")
-      ->type_name("D,...");
+      ->type_name("D,...")
+      ->check(non_empty("numbers in (0, 1] separated by commas"));
   app.add_flag("--bands", options.bands,
                "Workload of band heads (spatial-band, temporal-band; 3% to 40% of the keys)");
   if (!with_png) return;
   app.add_option("--png", options.png,
                  "Write a picture of every head: density, mask family, sampled error")
-      ->type_name("PATH");
+      ->type_name("PATH")
+      ->check(non_empty("a file path"));
 }
 
 void apply_error_target(const ErrorTargetOptions& options, const std::string& method,

@@ -25,6 +25,7 @@
 #include "tilesplash/attention.h"
 #include "tilesplash/evaluation.h"
 #include "tilesplash/methods.h"
+#include "tilesplash/output_set.h"
 #include "tilesplash/routing.h"
 #include "tilesplash/threading.h"
 #include "tilesplash/video.h"
@@ -98,6 +99,13 @@ struct RouteSetup : VideoSetup {
 VideoAttentionOptions attention_options(const RouteOptions& options, const VideoGeometry& geometry,
                                         int threads) {
   MethodOptions method_options{options.density, options.sink, !options.no_text_full};
+  // As the library (VideoAttention(error=, band=)): a ladder gives every
+  // candidate its own band, so a band given too would be reported and not run.
+  if (!options.error_target.error.empty() && (options.band >= 0 || options.band_frames >= 0.0)) {
+    throw std::invalid_argument(
+        std::string(options.band >= 0 ? "--band" : "--band-frames") +
+        ": with --error the ladder's densities choose the bands; expected no band");
+  }
   if (options.band >= 0) {
     method_options.band = options.band;
   } else if (options.band_frames >= 0.0) {
@@ -236,6 +244,8 @@ Report route_report(const RouteOptions& options, const RouteSetup& setup,
 }
 
 void run_route(const RouteOptions& options) {
+  OutputSet outputs;  // the picture's destination is checked before any work
+  if (!options.error_target.png.empty()) outputs.add_output(options.error_target.png, "--png");
   const RouteSetup setup = resolve(options);
   WorkloadOptions plain;
   plain.heads = options.heads;
@@ -271,12 +281,14 @@ Command add_route_command(CLI::App& parent) {
   add_dtype_option(*app, options->dtype, "Q/K/V dtype")->capture_default_str();
   add_density_option(*app, options->density,
                      "Target density of each mask (band, text and sink included)");
-  CLI::Option* band = app->add_option("--band", options->band,
-                                      "svg: band half-width W in tokens (overrides --density)")
-                          ->type_name("W")
-                          ->transform(integer_in(0, kMaxLength));
+  CLI::Option* band =
+      app->add_option("--band", options->band,
+                      "svg: band half-width W in tokens (overrides --density; not with --error)")
+          ->type_name("W")
+          ->transform(integer_in(0, kMaxLength));
   app->add_option("--band-frames", options->band_frames,
-                  "svg: band half-width in frames, W = M * P (overrides --density)")
+                  "svg: band half-width in frames, W = M * P (overrides --density; not with\n"
+                  "--error)")
       ->type_name("M")
       ->transform(number_in(0.0, 1e6))
       ->excludes(band);

@@ -158,21 +158,26 @@ def _locked(path: Path):
 
 
 def store(key: str, kernel_options: dict, seconds: float, path: Path | None = None) -> None:
-    """Adds one entry: the file re-read under the lock, merged, replaced atomically."""
+    """Adds one entry: the file re-read under the lock, merged, replaced atomically.
+    A symlinked file is written through the link: the target (found even when it does
+    not exist yet) is locked and replaced, so the link and whoever shares the target
+    keep it."""
     kernel_options = check_options(kernel_options)
     path = cache_path() if path is None else path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(path):
+    target = Path(os.path.realpath(path))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(target):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # what cannot be read was reported when loaded
-            entries = _read(path)
+            entries = _read(target)
         entries[key] = {"kernel_options": kernel_options, "seconds": seconds}
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=target.name,
+                                             suffix=".tmp")
         try:
             with os.fdopen(handle, "w") as f:
                 json.dump({"version": FORMAT_VERSION, "entries": entries}, f, indent=1,
                           sort_keys=True)
-            os.replace(temporary, path)
+            os.replace(temporary, target)
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
             raise

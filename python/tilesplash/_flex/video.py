@@ -282,10 +282,11 @@ class FlexVideo:
                                           self.group_calls(key, group, choices, key_limit),
                                           need_lse, info)
             parts.append((group, o, l))
-        if self.granularity == "tile":  # a rounded mask's density: its visited full tiles
+        if self.granularity == "tile":  # rounded masks' density: the pairs they keep
             for h, choice in enumerate(choices):
+                skipped = info[h].pop("skipped", 0.0)  # by the sink segment (head_runs.cc)
                 if choice not in ("dense", cluster_choice()):
-                    info[h]["density"] = info[h]["tiles_visited"]
+                    info[h]["density"] = info[h]["tiles_visited"] - skipped
         if len(parts) == 1:
             return parts[0][1], parts[0][2]
         out, lse = parts[0][1], parts[0][2]
@@ -322,6 +323,10 @@ class FlexVideo:
             o, l = merge_lse([o, o2], [l, l2])
             for h in group:
                 info[h]["tiles_visited"] += self._visited(masks[h], n, count) / (n * n)
+                if self.granularity == "tile":  # for the density (run_batch_entry)
+                    # The segment's partial tiles hold the band's pairs, which it skips.
+                    info[h]["skipped"] = (self._visited(masks[h], n, count) - plan_tables(
+                        masks[h], n, count, *self.block).kept_pairs) / (n * n)
         start = time.perf_counter()
         out = torch.empty_like(o, dtype=q.dtype).index_copy_(2, q_order, o.to(q.dtype))
         lse = torch.empty_like(l).index_copy_(2, q_order, l) if need_lse else None

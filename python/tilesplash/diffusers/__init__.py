@@ -37,6 +37,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 
 import tilesplash
 
+from .. import _core
 from ._dispatch import ModelState, add_runtime, drop_runtime
 from ._install import Installed, carries_tilesplash, check_processors, installed_on, strip
 from ._models import model_specs, spec_for
@@ -44,7 +45,7 @@ from .._backends import BACKENDS, check_backend
 from .._checks import (MAX_THREADS, check_bool, check_fraction, check_granularity, check_int,
                        check_precision, prefixed)
 from .._dist import check_timeout
-from .._methods import check_method
+from .._methods import check_method, method_flag
 from .._threading import check_context
 from .._video import check_error_target
 from ._fidelity import Fidelity
@@ -223,7 +224,13 @@ def enable(
             raise ValueError("dense_last_steps needs the number of steps: pass the pipeline "
                              "(its scheduler knows it) or total_steps=")
         backend = check_backend(backend)
-        error, densities = check_error_target(error, densities)
+        error, densities = check_error_target(error, densities, method)
+        granularity = check_granularity(granularity)
+        runs = _backend_of(backend, targets)
+        if runs == "flex" and granularity == "tile" and method_flag(method, "data_driven"):
+            raise ValueError(f"granularity: 'tile' is not available for method {method!r} on "
+                             f"the flex backend (its cluster BlockMasks are built on the "
+                             f"device); use backend='cpu' or granularity='token'")
         settings = Settings(
             method=method,
             density=check_fraction(density, "density"),
@@ -233,16 +240,16 @@ def enable(
             dense_steps=check_int(dense_steps, "dense_steps", 0, allow_none=True),
             dense_last_steps=dense_last_steps,
             total_steps=total_steps,
-            force=_force(force, method),
+            force=_force(force, method, error, densities),
             samples=check_int(samples, "samples", 1),
             threads=check_int(threads, "threads", 0, maximum=MAX_THREADS),
             context=check_context(context),
             backend=backend,
-            precision=(BACKENDS[backend].check_precision(precision) if backend in BACKENDS
+            precision=(BACKENDS[runs].check_precision(precision) if runs in BACKENDS
                        else check_precision(precision)),
             error=error,
             densities=None if densities is None else tuple(densities),
-            granularity=check_granularity(granularity),
+            granularity=granularity,
         )
     for _, model, spec in targets:
         check_processors(model, spec, _WHO)
@@ -349,10 +356,26 @@ def _check_sequence(model, spec) -> None:
         "pass process_group=None (docs/diffusers.md)")
 
 
-def _force(value, method: str) -> str | None:
+def _backend_of(backend: str, targets) -> str:
+    """The backend the layers' calls will run on, as far as enable can tell: "auto"
+    resolves by the transformers' device now (a model moved later decides then)."""
+    if backend != "auto":
+        return backend
+    for _, model, _ in targets:
+        parameter = next(model.parameters(), None)
+        if parameter is not None and parameter.device.type != "cpu":
+            return "flex"
+    return "auto"
+
+
+def _force(value, method: str, error=None, densities=None) -> str | None:
     if value is None:
         return None
-    names = ("dense",) + tuple(tilesplash.methods()[method]["mask_names"])
+    names = tuple(tilesplash.methods()[method]["mask_names"])
+    if error is not None:  # the ladder's candidates, named as the library names them
+        ladder = _core.default_density_ladder() if densities is None else densities
+        names = tuple(_core.ladder_name(name, d) for d in ladder for name in names)
+    names = ("dense",) + names
     if not isinstance(value, str):
         raise TypeError(f"force: expected None or a string ('dense' or a candidate's name), got "
                         f"{type(value).__name__}")

@@ -12,7 +12,8 @@ A deep copy of a switched transformer (an EMA copy, a second expert, an A/B
 run) is switched too, on a handle of its own: the hooks reach their
 ``Installed`` through the module, so ``copy.deepcopy`` copies it with the
 model (``Installed.__deepcopy__``: a new runtime, sites and handle for the
-copy's modules). Every processor tilesplash installs remembers the one it
+copy's modules). Pickling one (``pickle``, ``torch.save``) is refused with a
+message saying to ``remove(model)`` first. Every processor tilesplash installs remembers the one it
 replaced and every hook is of a type known here, so ``strip`` cleans any
 model carrying them, copy or not.
 """
@@ -129,6 +130,20 @@ class Installed:
         new.handle = None if self.handle is None else type(self.handle)(
             new._runtime, new._runtime_id, [new], [self.state.name])
         return new
+
+    def __copy__(self):
+        new = object.__new__(type(self))  # __deepcopy__'s shallow start, apart from pickling
+        new.__dict__.update(self.__dict__)
+        return new
+
+    def __reduce_ex__(self, protocol):
+        # Every path from a switched model to tilesplash's state runs through here (its
+        # hooks), so pickle and torch.save stop at this message, not at a local function.
+        raise TypeError(
+            f"tilesplash: a {self.spec.name} with tilesplash enabled cannot be pickled or "
+            "torch.save()d (its hooks hold the handle's runtime): call "
+            "tilesplash.diffusers.remove(model) first, or save model.state_dict(), which "
+            "holds no tilesplash state")
 
     def _before_forward(self, module, args, kwargs):
         inputs = {name: read(args, kwargs) for name, read in self._inputs.items()}

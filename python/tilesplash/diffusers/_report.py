@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numbers
+
 _SVG_CHOICES = ("dense", "spatial", "temporal")
 
 
@@ -121,13 +123,36 @@ def _grids(records, steps):
     return out, families
 
 
+def _check_steps(steps, known: list) -> list[int]:
+    """plot()'s steps: a step number or a non-empty sequence of them, each in `known`."""
+    if isinstance(steps, numbers.Integral) and not isinstance(steps, bool):
+        steps = [steps]
+    if isinstance(steps, (str, bytes)) or not hasattr(steps, "__iter__"):
+        raise TypeError(f"steps: expected None, a step number or a list of them, got "
+                        f"{type(steps).__name__}")
+    steps = list(steps)
+    if any(isinstance(s, bool) or not isinstance(s, numbers.Integral) for s in steps):
+        raise TypeError(f"steps: expected step numbers (ints), got {steps}")
+    steps = [int(s) for s in steps]
+    missing = [s for s in steps if s not in known]
+    if not steps or missing:
+        raise ValueError(f"steps: expected steps of the report {known}, got {steps}")
+    return steps
+
+
 def plot(report: list[dict], path, steps=None) -> dict:
     """A picture of what every head chose: per requested step (``steps``: a list of
     step numbers; None: one row averaged over every step) three panels of layer x
     head: the density each head ran with, its mask family (the choice without its
     density, e.g. "spatial" for "spatial@0.05"), and its sampled error against dense
-    (blank where not routed). Writes a PNG to ``path``; needs matplotlib
-    (``pip install 'tilesplash[plot]'``). Returns {"path", "panels", "steps"}."""
+    (blank where not routed); one step number stands for a list of it. Writes a PNG
+    to ``path``; needs matplotlib (``pip install 'tilesplash[plot]'``). Returns
+    {"path", "panels", "steps"}."""
+    records = list(report)
+    if not records:
+        raise ValueError("report: empty (run the pipeline with tilesplash enabled first)")
+    known = sorted({r["step"] for r in records})
+    steps = ["mean"] if steps is None else _check_steps(steps, known)
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.colors import ListedColormap
@@ -136,17 +161,6 @@ def plot(report: list[dict], path, steps=None) -> dict:
     except ImportError:
         raise ImportError("tilesplash.diffusers.plot needs matplotlib: pip install matplotlib "
                           "(or tilesplash[plot])") from None
-    records = list(report)
-    if not records:
-        raise ValueError("report: empty (run the pipeline with tilesplash enabled first)")
-    known = sorted({r["step"] for r in records})
-    if steps is None:
-        steps = ["mean"]
-    else:
-        steps = list(steps)
-        missing = [s for s in steps if s not in known]
-        if not steps or missing:
-            raise ValueError(f"steps: expected steps of the report {known}, got {steps}")
     grids, families = _grids(records, steps)
     figure = Figure(figsize=(13, 0.6 + 3.2 * len(grids)), dpi=80)
     FigureCanvasAgg(figure)

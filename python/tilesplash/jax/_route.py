@@ -24,8 +24,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _core
-from .._checks import check_int
-from .._video import VideoAttention
+from .._checks import check_bool, check_float, check_int
+from .._methods import check_method
+from .._video import VideoAttention, check_error_target
 
 
 class Routing:
@@ -259,7 +260,17 @@ def route(q, k, v, geometry, *, method="svg", density=0.25, band=None, sink=Fals
                         f"{type(geometry).__name__}")
     if scale is not None:
         scale = float(scale)
-    router = router_for(str(geometry), method, density, band, sink, text_full, density_budget,
-                        samples, seed, scale, error,
+    # Checked (and made plain floats, ints and bools) before they key the router cache: a
+    # NumPy array or a list is refused by name as VideoAttention refuses it, not reported
+    # as unhashable, and 0.1 and np.float64(0.1) share one router.
+    check_method(method)
+    error, densities = check_error_target(error, densities, method)
+    density = check_float(density, "density", "a float in (0, 1]")
+    if density_budget is not None:
+        density_budget = check_float(density_budget, "density_budget", "a float in (0, 1] or None")
+    router = router_for(str(geometry), method, density, check_int(band, "band", 0, allow_none=True),
+                        check_bool(sink, "sink"), check_bool(text_full, "text_full"),
+                        density_budget, check_int(samples, "samples", 1),
+                        check_int(seed, "seed", 0, maximum=2**64 - 1), scale, error,
                         None if densities is None else tuple(densities))
     return router(q, k, v, layer, step)
