@@ -92,6 +92,13 @@ struct AttentionOptions {
   // Precision::kInt8: counts added here (not owned; the caller keeps it alive
   // through the call, and gives each thread its own). Ignored otherwise.
   Int8Report* int8_report = nullptr;
+  // Approximate what the plan skips instead of dropping it: every empty key
+  // tile of a query tile (the plan's block_q x block_kv tiles) adds n *
+  // exp(scale * q . k_mean) * v_mean, its n keys' mean key and value, merged
+  // with the exact part through the LSE (docs/masks.md, "Compensation"). A
+  // plan that skips nothing gives exactly the uncompensated bits. Costs one
+  // pass over rows x skipped tiles, about 1 / block_kv of dense attention.
+  bool compensate = false;
 };
 
 // Q [heads, q_len, d], K [heads, kv_len, d], V [heads, kv_len, dv]; out

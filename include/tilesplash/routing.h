@@ -164,6 +164,13 @@ struct VideoAttentionOptions {
   // Of every kernel call (Precision, attention_args.h): kInt8 runs Q.K^T in
   // 8 bits, the router's sampled rows included.
   Precision precision = Precision::kDefault;
+  // Skipped tiles approximated instead of dropped (AttentionOptions::
+  // compensate): every empty tile of a sparse head's plan, in the order and
+  // tiles it runs, adds its keys' mean key and value; keys of the sink
+  // segment (attended exactly) and padded keys are left out of the means.
+  // With an error target the router scores the compensated outputs, so heads
+  // whose skipped part is well approximated get lower densities.
+  bool compensate = false;
 };
 
 struct HeadReport {
@@ -185,6 +192,9 @@ struct HeadReport {
   double permute_seconds = 0.0;  // of which permutation (heads run in another order)
   double cluster_seconds = 0.0;  // svg2: of which k-means and the choice of cluster pairs
   double plan_seconds = 0.0;     // svg2: of which this head's plan (masks, orders, tiles)
+  // Its plan skipped tiles and their pooled keys were added (options.compensate).
+  bool compensated = false;
+  double compensation_seconds = 0.0;  // of `seconds`: pooling K, V and the compensation pass
 };
 
 struct LayerReport {

@@ -28,13 +28,14 @@ void bind_attention(nb::module_& m) {
          std::uintptr_t lse, const std::string& layout, const Mask& mask,
          std::optional<float> scale, std::optional<std::int64_t> block_q,
          std::optional<std::int64_t> block_kv, int threads, bool check_finite,
-         PyThreadingContext* context, const std::string& precision) {
+         PyThreadingContext* context, const std::string& precision, bool compensate) {
         const LayoutArgs args = layout_args(q, k, v, out, lse, layout);
         MaskedAttentionOptions options;
         options.attention.scale = scale;
         options.attention.threads = threads;
         options.attention.check_finite = check_finite;
         options.attention.precision = to_precision(precision);
+        options.attention.compensate = compensate;
         options.block_q = block_q;
         options.block_kv = block_kv;
         MaskedAttentionResult result;
@@ -57,7 +58,7 @@ void bind_attention(nb::module_& m) {
       },
       "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "layout"_a, "mask"_a, "scale"_a.none(),
       "block_q"_a.none(), "block_kv"_a.none(), "threads"_a, "check_finite"_a, "context"_a.none(),
-      "precision"_a = "default");
+      "precision"_a = "default", "compensate"_a = false);
   m.def(
       "reads_in_place",
       [](const TensorDesc& tensor, const std::string& layout) {

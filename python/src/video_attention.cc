@@ -249,7 +249,8 @@ void bind_video_attention(nb::module_& m) {
              std::optional<std::string> force, int threads, std::optional<std::int64_t> block_q,
              std::optional<std::int64_t> block_kv, std::optional<float> scale,
              PyThreadingContext* context, const std::string& precision, std::optional<double> error,
-             std::optional<std::vector<double>> densities, const std::string& granularity) {
+             std::optional<std::vector<double>> densities, const std::string& granularity,
+             bool compensate) {
             MethodOptions method_options{density, sink, text_full, band};
             if (error) check_error_target(*error, "error");
             if (densities && !error) {
@@ -279,6 +280,7 @@ void bind_video_attention(nb::module_& m) {
             options.scale = scale;
             options.precision = to_precision(precision);
             options.granularity = parse_granularity(granularity);
+            options.compensate = compensate;
             new (self) PyVideoAttention(geometry, std::move(options), method, block_q, block_kv,
                                         context != nullptr ? context->context() : nullptr);
           },
@@ -286,7 +288,7 @@ void bind_video_attention(nb::module_& m) {
           "density_budget"_a.none(), "dense_layers"_a, "dense_steps"_a, "samples"_a, "seed"_a,
           "force"_a.none(), "threads"_a, "block_q"_a.none(), "block_kv"_a.none(), "scale"_a.none(),
           "context"_a.none(), "precision"_a = "default", "error"_a.none() = nb::none(),
-          "densities"_a.none() = nb::none(), "granularity"_a = "token")
+          "densities"_a.none() = nb::none(), "granularity"_a = "token", "compensate"_a = false)
       .def_prop_ro("geometry", &PyVideoAttention::geometry)
       .def_prop_ro("band", &PyVideoAttention::band)
       .def_prop_ro("method", &PyVideoAttention::method)

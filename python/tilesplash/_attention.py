@@ -26,7 +26,8 @@ def run_checked(backend, q, k, v, mask, layout, scale, threads, context, q_offse
 
 def attention(q, k, v, *, mask="dense", layout="bhnd", scale=None, return_lse=False,
               block_q=None, block_kv=None, threads=0, q_offset=0, kv_offset=0, q_total=None,
-              kv_total=None, context=None, backend="auto", precision="default"):
+              kv_total=None, context=None, backend="auto", precision="default",
+              compensate=False):
     """Block-sparse attention softmax(scale * q k^T, masked) v.
 
     q, k, v: NumPy arrays or PyTorch tensors, all of one kind and one dtype
@@ -77,6 +78,16 @@ def attention(q, k, v, *, mask="dense", layout="bhnd", scale=None, return_lse=Fa
     workloads docs/kernel.md measures; the LSE is that of the original scores.
     Not available on the flex backend.
 
+    compensate: False (default) drops what the plan skips. True approximates
+    it: every empty block_q x block_kv tile of the plan adds its n keys
+    through their mean key and value, n * exp(scale * q . k_mean) * v_mean,
+    merged with the exact part through the LSE (Sol-Attn's pooled proxy;
+    docs/masks.md, "Compensation"). A plan that skips nothing gives exactly
+    the uncompensated result; the returned lse includes the added term. It
+    approximates *dense* attention over the skipped keys, so it suits masks
+    that skip for speed (bands, video masks), not masks whose skipped pairs
+    must stay out (causal). Native kernel only.
+
     CPU torch tensors go through the registered op torch.ops.tilesplash.attention,
     so torch.compile compiles around it. The GIL is released while it runs.
     Raises TypeError / ValueError naming the argument on bad input, including
@@ -92,11 +103,13 @@ def attention(q, k, v, *, mask="dense", layout="bhnd", scale=None, return_lse=Fa
     threads = check_int(threads, "threads", 0, maximum=MAX_THREADS)
     context = check_context(context)
     precision = backend.check_precision(precision)
+    compensate = backend.check_compensate(compensate)
     window = window_args(seq_len(q, layout), seq_len(k, layout), q_offset, kv_offset, q_total,
                          kv_total)
     out, lse = backend.attention(q, k, v, mask=mask, layout=layout, scale=scale, block_q=block_q,
                                  block_kv=block_kv, threads=threads, window=window,
-                                 context=context, precision=precision, kind=kind)
+                                 context=context, precision=precision, kind=kind,
+                                 compensate=compensate)
     return (out, lse) if return_lse else out
 
 

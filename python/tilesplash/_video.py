@@ -88,6 +88,15 @@ class VideoAttention(GroupForward):
     when none is, the lowest-error one, and the head's report says "target_met":
     False. Combines with density_budget; not with band or svg2.
 
+    compensate: False (default) drops what each sparse head's plan skips; True
+    approximates it (tilesplash.attention(compensate=True), docs/masks.md
+    "Compensation"): every empty tile of the head's plan, in the order and
+    tiles it runs, adds its keys through their mean key and value (the sink's
+    keys, attended exactly, and padded keys left out). With `error` the router
+    scores the compensated outputs, so a head whose skipped part is well
+    approximated runs a lower density. Each head's report says "compensated".
+    Native kernel only.
+
     One object serves one call at a time (calls from several threads queue);
     keep it across layers and steps so plans are built once (and, for svg2,
     clusters are warm-started; call reset_clusters() for a new video). Objects
@@ -128,7 +137,7 @@ class VideoAttention(GroupForward):
                  seed=0, force=None, threads=0, block_q=None, block_kv=None, scale=None,
                  context=None, group=None, timeout=None, backend="auto", flex_strategy="permute",
                  flex_compile=None, precision="default", error=None, densities=None,
-                 granularity="token"):
+                 granularity="token", compensate=False):
         arguments = dict(locals())  # with a group, all but the PER_RANK ones must agree
         if not isinstance(geometry, _core.VideoGeometry):
             raise TypeError(f"geometry: expected a tilesplash.VideoGeometry, got "
@@ -154,13 +163,16 @@ class VideoAttention(GroupForward):
             check_int(threads, "threads", 0, maximum=MAX_THREADS),
             *check_blocks(block_q, block_kv), check_scale(scale),
             core_of(check_context(context)), check_precision(precision),
-            error, densities, granularity=check_granularity(granularity))
+            error, densities, granularity=check_granularity(granularity),
+            compensate=check_bool(compensate, "compensate"))
         self._group = group
         self._timeout = check_timeout(timeout)
         self._backend = check_backend(backend)
         self._precision = precision
+        self._compensate = compensate
         if self._backend in BACKENDS:  # named: its capabilities answer now, not at the call
             BACKENDS[self._backend].check_precision(precision)
+            BACKENDS[self._backend].check_compensate(compensate)
         self._runners = {}  # backend name -> its video runner (None: the core's forward)
         self._last_runner = None  # the runner of the last call (None: the core), for head_mask
         self._runner_settings = dict(
@@ -322,7 +334,8 @@ class VideoAttention(GroupForward):
         None when not routed), "target_met", "density", "tiles_visited" (pairs inside the tiles the kernel
         visited, over tokens x tokens), "seconds", "permute_seconds",
         "cluster_seconds" and "plan_seconds" (svg2's k-means and per-head plan,
-        parts of "seconds")], "method", "band", "warmup", "block_q", "block_kv",
+        parts of "seconds"), "compensated" (compensate=True and the head's plan skipped
+        tiles it added) and "compensation_seconds" (of "seconds")], "method", "band", "warmup", "block_q", "block_kv",
         "blocks_tuned", "granularity", "routing_seconds", "plan_seconds", "cluster_seconds",
         "permute_seconds", "attention_seconds", "total_seconds" (sums over batch
         entries), "seconds" (the whole call)}.
@@ -384,6 +397,7 @@ class VideoAttention(GroupForward):
         q, k, v = detached(q, k, v)
         backend = resolve(self._backend, q)
         backend.check_precision(self._precision)
+        backend.check_compensate(self._compensate)
         kind = check_qkv(q, k, v, layout, any_device=backend.any_device)
         if key_lengths is not None:
             batch = 1 if layout == "hnd" else q.shape[0]

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "compensation/compensation.h"
 #include "kernel/forward_params.h"
 #include "kernel/isa_dispatch.h"
 #include "runtime/cpu_model.h"
@@ -88,6 +89,7 @@ struct AttentionRunner::Impl {
       : context(shared ? std::move(shared) : std::make_shared<ThreadingContext>()) {}
   std::shared_ptr<ThreadingContext> context;
   kernel::Workspace workspace;
+  compensation::Workspace compensation;
 };
 
 AttentionRunner::AttentionRunner() : AttentionRunner(nullptr) {}
@@ -107,7 +109,13 @@ void AttentionRunner::forward(const TilePlan& plan, const AttentionArgs& args,
                               const AttentionOptions& options) {
   const kernel::ForwardParams params =
       kernel::make_forward_params(plan, args, options, impl_->context->threads());
-  kernel::active_target().forward(params, impl_->workspace, *impl_->context);
+  const kernel::ForwardFn forward = kernel::active_target().forward;
+  if (options.compensate) {
+    compensation::compensated_forward(params, forward, impl_->workspace, impl_->compensation,
+                                      *impl_->context);
+    return;
+  }
+  forward(params, impl_->workspace, *impl_->context);
 }
 
 void attention_forward(const TilePlan& plan, const AttentionArgs& args,

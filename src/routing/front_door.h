@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "compensation/compensation.h"
 #include "routing/router.h"
 #include "tilesplash/clusters.h"
 #include "tilesplash/mask.h"
@@ -66,12 +67,24 @@ struct VideoAttention::Impl {
   void run_clusters(const AttentionArgs& args, const AttentionArgs& head, std::int64_t h,
                     std::int64_t layer, const std::optional<detail::KeyPadding>& keys,
                     HeadReport& report);
-  // Runs `run` with `plan` over its mask (the extra segment's plan cached).
+  // The plan `candidate` runs with: its run mask at options.granularity, the
+  // key padding ANDed in (cached).
+  const TilePlan& candidate_plan(const MaskCandidate& candidate,
+                                 const std::optional<detail::KeyPadding>& keys,
+                                 double* plan_seconds);
+  // Every candidate's compensation term on the sampled rows (options.compensate).
+  detail::CompensationTerms compensation_terms(const TensorView& q, const TensorView& k,
+                                               const TensorView& v,
+                                               const std::vector<std::int64_t>& rows,
+                                               const std::optional<detail::KeyPadding>& keys);
+  // Runs `run` with `plan` over its mask (the extra segment's plan cached);
+  // with options.compensate, the plan's skipped tiles are added, their means
+  // taken over keys below `key_limit` (< 0: all) outside the extra segment.
   // Returns the pairs the head kept over tokens^2 as the tile granularity
   // reports them: the tiles the plan visits, plus the extra segment's own
   // kept pairs (never the band's pairs its partial tiles skip).
   double run_sparse(const AttentionArgs& head, const MaskRun& run, const TilePlan& plan,
-                    HeadReport& report, double* plan_seconds);
+                    HeadReport& report, double* plan_seconds, std::int64_t key_limit);
   // `mask` rounded out to whole `blocks` tiles of q_len x kv_len when
   // options.granularity is kTile, else `mask` (tile_granular.h).
   Mask at_granularity(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
@@ -98,6 +111,7 @@ struct VideoAttention::Impl {
   detail::Router router;
   std::vector<unsigned char> q_perm, k_perm, v_perm;          // one head, run order, input dtype
   std::vector<float> band_out, band_lse, sink_out, sink_lse;  // one head, run order
+  compensation::PooledTiles pooled;                           // one head, run order
   // Semantic clusters: the last centroids per (layer, head), and the masks
   // the heads of the last call ran (on the original order).
   std::map<std::pair<std::int64_t, std::int64_t>, HeadClusters> warm;

@@ -60,7 +60,7 @@ TensorView VideoAttention::Impl::permuted(const TensorView& src, const RowOrder&
 
 double VideoAttention::Impl::run_sparse(const AttentionArgs& head, const MaskRun& run,
                                         const TilePlan& plan, HeadReport& report,
-                                        double* plan_seconds) {
+                                        double* plan_seconds, std::int64_t key_limit) {
   const std::int64_t n = geometry.tokens();
   const std::int64_t dv = head.v.dim;
   const RowOrder& kv_order = run.kv_order ? *run.kv_order : run.order;
@@ -77,16 +77,30 @@ double VideoAttention::Impl::run_sparse(const AttentionArgs& head, const MaskRun
     }
     report.permute_seconds += since(start);
   }
-  if (run.order.is_identity() && !run.extra) {
+  if (run.order.is_identity() && !run.extra && !options.compensate) {
     backend->forward(plan, {q, k, v, head.out, head.lse}, attention_options(options.check_finite));
     return kept;
   }
   band_out.resize(static_cast<std::size_t>(n * dv));
   band_lse.resize(static_cast<std::size_t>(n));
-  backend->forward(plan,
-                   {q, k, v, MutableTensorView::contiguous(band_out.data(), DType::kF32, 1, n, dv),
-                    band_lse.data()},
-                   attention_options(options.check_finite));
+  const MutableTensorView band =
+      MutableTensorView::contiguous(band_out.data(), DType::kF32, 1, n, dv);
+  backend->forward(plan, {q, k, v, band, band_lse.data()}, attention_options(options.check_finite));
+  if (options.compensate) {
+    const auto start = Clock::now();
+    compensation::KeyFilter filter{.limit = key_limit};
+    if (run.extra) {
+      filter.first = run.extra->first;
+      filter.count = run.extra->count;
+      filter.stride = run.extra->stride;
+    }
+    const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(q.dim)));
+    compensation::pool_tiles(*context, threads, k, v, plan.blocks().block_kv, filter, pooled);
+    report.compensated =
+        compensation::compensate(*context, threads, plan, q, pooled, scale, band, band_lse.data())
+            .front();
+    report.compensation_seconds = since(start);
+  }
   detail::PartialResult extra{};
   if (run.extra) {
     // The segment's keys (frame 0 for the sink: contiguous in frame-major
@@ -175,10 +189,42 @@ void VideoAttention::Impl::run_clusters(const AttentionArgs& args, const Attenti
   if (keys) masks.run.mask = padded_run_mask(masks.run, *keys);
   const TilePlan plan = TilePlan::build(masks.run.mask, n, n, o.blocks);
   report.plan_seconds = since(start);
-  const double rounded = run_sparse(head, masks.run, plan, report, nullptr);
+  const double rounded =
+      run_sparse(head, masks.run, plan, report, nullptr, keys ? keys->limit : -1);
   report.density = options.granularity == Granularity::kTile ? rounded : masks.density;
   warm[key] = std::move(clusters);
   head_masks[static_cast<std::size_t>(h)] = std::move(ran);
+}
+
+const TilePlan& VideoAttention::Impl::candidate_plan(const MaskCandidate& candidate,
+                                                     const std::optional<detail::KeyPadding>& keys,
+                                                     double* plan_seconds) {
+  const std::int64_t n = geometry.tokens();
+  MaskRun run = candidate.run;
+  run.mask = at_granularity(run.mask, n, n, options.blocks);
+  const Mask run_mask = keys ? padded_run_mask(run, *keys) : run.mask;
+  return *plans.get(run_mask, n, n, options.blocks, plan_seconds);
+}
+
+detail::CompensationTerms VideoAttention::Impl::compensation_terms(
+    const TensorView& q, const TensorView& k, const TensorView& v,
+    const std::vector<std::int64_t>& rows, const std::optional<detail::KeyPadding>& keys) {
+  std::vector<detail::CompensatedRun> runs;
+  for (const MaskCandidate& candidate : candidates) {
+    detail::CompensatedRun run{
+        &candidate_plan(candidate, keys, nullptr),
+        candidate.run.order,
+        candidate.run.kv_order ? *candidate.run.kv_order : candidate.run.order,
+        {.limit = keys ? keys->limit : -1}};
+    if (const std::optional<KeySegment>& extra = candidate.run.extra) {
+      run.filter.first = extra->first;
+      run.filter.count = extra->count;
+      run.filter.stride = extra->stride;
+    }
+    runs.push_back(std::move(run));
+  }
+  const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(q.dim)));
+  return detail::compensation_terms(*context, threads, q, k, v, runs, rows, scale);
 }
 
 HeadReport VideoAttention::Impl::run_head(const AttentionArgs& args, std::int64_t h,
@@ -202,11 +248,9 @@ HeadReport VideoAttention::Impl::run_head(const AttentionArgs& args, std::int64_
     run_clusters(args, head, h, layer, keys, report);
   } else {
     const MaskCandidate& candidate = find(choice);
-    MaskRun run = candidate.run;
-    run.mask = at_granularity(run.mask, n, n, options.blocks);
-    const Mask run_mask = keys ? padded_run_mask(run, *keys) : run.mask;
-    const TilePlan& plan = *plans.get(run_mask, n, n, options.blocks, plan_seconds);
-    const double kept = run_sparse(head, candidate.run, plan, report, plan_seconds);
+    const TilePlan& plan = candidate_plan(candidate, keys, plan_seconds);
+    const double kept =
+        run_sparse(head, candidate.run, plan, report, plan_seconds, keys ? keys->limit : -1);
     // Tile-granular: the rounded masks' density, the pairs they keep.
     report.density = options.granularity == Granularity::kTile ? kept : candidate.density;
   }

@@ -71,6 +71,7 @@ struct Inputs {
   float scale;
   const float* reference;
   std::int64_t reference_rows;
+  const CompensationTerms* terms;  // null: no compensation
 };
 
 template <typename T>
@@ -178,12 +179,22 @@ void walk_block(const Inputs& in, const ChainTracks& c, const Track& t, std::int
   }
 }
 
+// Where a rung's output goes: its compensation term, when there are terms,
+// merged in (candidate `c` of head `h`, sampled row `j`).
+struct RungTerm {
+  const CompensationTerms* terms = nullptr;
+  std::int64_t h = 0, j = 0;
+  const std::vector<std::size_t>* chain = nullptr;
+};
+
 // Merges a track's rings in order (log-sum-exp, in double); after ring r the
-// squared error of the merged output against `ref` goes to err[r].
+// squared error of the merged output (with its rung's compensation term)
+// against `ref` goes to err[r].
 void merge_rings(const Scratch& s, const Track& t, const float* ref, std::int64_t dv,
-                 std::vector<double>& out, double* err) {
+                 std::vector<double>& out, double* err, const RungTerm& term) {
   double m = -std::numeric_limits<double>::infinity(), sum = 0.0;
   out.assign(static_cast<std::size_t>(dv), 0.0);
+  std::vector<double> rung;
   for (std::size_t r = 0; r < t.rings; ++r) {
     const std::size_t at = t.state + r;
     if (s.sum[at] > 0.0f) {
@@ -199,6 +210,22 @@ void merge_rings(const Scratch& s, const Track& t, const float* ref, std::int64_
       m = top;
     }
     double e = 0.0;
+    if (term.terms != nullptr) {
+      rung.resize(static_cast<std::size_t>(dv));
+      for (std::int64_t c = 0; c < dv; ++c) {
+        rung[static_cast<std::size_t>(c)] =
+            sum > 0.0 ? out[static_cast<std::size_t>(c)] / sum : 0.0;
+      }
+      double lse = sum > 0.0 ? m + std::log(sum) : -std::numeric_limits<double>::infinity();
+      const std::size_t candidate = (*term.chain)[t.rings == 1 ? t.rung : r];
+      term.terms->merge(term.h, term.j, static_cast<std::int64_t>(candidate), rung.data(), lse);
+      for (std::int64_t c = 0; c < dv; ++c) {
+        const double diff = rung[static_cast<std::size_t>(c)] - ref[c];
+        e += diff * diff;
+      }
+      err[r] += e;
+      continue;
+    }
     for (std::int64_t c = 0; c < dv; ++c) {
       const double o = sum > 0.0 ? out[static_cast<std::size_t>(c)] / sum : 0.0;  // no key: 0
       const double diff = o - ref[c];
@@ -251,7 +278,7 @@ void score_chain(const Inputs& in, std::int64_t h, const std::vector<std::size_t
   for (const Track& t : c.tracks) {
     const float* ref = in.reference + (h * in.reference_rows + t.row) * dv;
     s.rung_err.assign(t.rings, 0.0);
-    merge_rings(s, t, ref, dv, s.out, s.rung_err.data());
+    merge_rings(s, t, ref, dv, s.out, s.rung_err.data(), {in.terms, h, t.row, &chain});
     double* slot = err + static_cast<std::size_t>(t.row) * candidates;
     for (std::size_t i = 0; i < t.rings; ++i)
       slot[chain[t.rings == 1 ? t.rung : i]] = s.rung_err[i];
@@ -294,12 +321,14 @@ void score_ladders(ThreadingContext& context, int threads, const TensorView& q, 
                    const TensorView& v, std::span<const Mask> masks,
                    std::span<const std::vector<std::size_t>> chains,
                    std::span<const std::int64_t> rows, float scale, const float* reference,
-                   std::int64_t reference_rows, std::vector<std::vector<double>>& mse) {
+                   std::int64_t reference_rows, std::vector<std::vector<double>>& mse,
+                   const CompensationTerms* terms) {
   const std::int64_t heads = q.heads, r = static_cast<std::int64_t>(rows.size());
   const std::int64_t n_chains = static_cast<std::int64_t>(chains.size());
   const std::size_t candidates = masks.size();
   if (n_chains == 0 || r == 0) return;
-  const Inputs in{kernel::active_target(), q, k, v, masks, rows, scale, reference, reference_rows};
+  const Inputs in{kernel::active_target(), q,    k, v, masks, rows, scale, reference,
+                  reference_rows,          terms};
   // Squared errors per (head, row, candidate): every item writes its own slots.
   std::vector<double> err(static_cast<std::size_t>(heads * r) * candidates, 0.0);
   // Every chain's tracks (hulls, rings, nesting per sampled row): one item per chain.

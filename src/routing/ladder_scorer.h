@@ -27,6 +27,7 @@
 #include <span>
 #include <vector>
 
+#include "routing/compensation_terms.h"
 #include "tilesplash/attention_args.h"
 #include "tilesplash/candidates.h"
 #include "tilesplash/mask.h"
@@ -50,11 +51,13 @@ bool ladder_scoring_applies(const TensorView& q, const TensorView& k, const Tens
 // sampled rows and all dv channels of c's output against `reference`
 // (f32, [heads, reference_rows, dv], row i of a head being rows[i]) into
 // mse[h][c]; other entries are left alone. masks: every candidate's mask
-// (indexed like mse[h]); scale: the softmax scale.
+// (indexed like mse[h]); scale: the softmax scale; terms (null: none): each
+// rung's compensation term, merged into its output before the error.
 void score_ladders(ThreadingContext& context, int threads, const TensorView& q, const TensorView& k,
                    const TensorView& v, std::span<const Mask> masks,
                    std::span<const std::vector<std::size_t>> chains,
                    std::span<const std::int64_t> rows, float scale, const float* reference,
-                   std::int64_t reference_rows, std::vector<std::vector<double>>& mse);
+                   std::int64_t reference_rows, std::vector<std::vector<double>>& mse,
+                   const CompensationTerms* terms = nullptr);
 
 }  // namespace tilesplash::detail

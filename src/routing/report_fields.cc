@@ -24,6 +24,8 @@ Fields head_fields(const HeadReport& head, std::span<const MaskCandidate> candid
       {"permute_seconds", head.permute_seconds},
       {"cluster_seconds", head.cluster_seconds},
       {"plan_seconds", head.plan_seconds},
+      {"compensated", head.compensated},
+      {"compensation_seconds", head.compensation_seconds},
   };
 }
 

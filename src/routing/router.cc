@@ -34,6 +34,28 @@ class SplitMix {
   std::uint64_t state_;
 };
 
+// The MSE of a kernel section's r rows against the reference rows, each row
+// first merged with candidate c's compensation term when there are terms
+// (`lse`: the section's LSEs then).
+double section_mse(const float* section, const float* lse, const float* reference, std::int64_t r,
+                   std::int64_t dv, const CompensationTerms* terms, std::int64_t h,
+                   std::int64_t c) {
+  double sum = 0.0;
+  std::vector<double> row(static_cast<std::size_t>(dv));
+  for (std::int64_t j = 0; j < r; ++j) {
+    for (std::int64_t x = 0; x < dv; ++x) row[x] = section[j * dv + x];
+    if (terms != nullptr) {
+      double row_lse = lse[j];
+      terms->merge(h, j, c, row.data(), row_lse);
+    }
+    for (std::int64_t x = 0; x < dv; ++x) {
+      const double diff = row[x] - reference[j * dv + x];
+      sum += diff * diff;
+    }
+  }
+  return sum / static_cast<double>(r * dv);
+}
+
 }  // namespace
 
 std::vector<std::int64_t> sample_video_rows(const VideoGeometry& geometry, std::int64_t samples,
@@ -90,7 +112,8 @@ std::vector<std::vector<double>> Router::score(
     AttentionBackend& backend, const TensorView& q, const TensorView& k, const TensorView& v,
     const Mask& reference, const std::vector<Mask>& candidates,
     const std::vector<std::int64_t>& rows, std::int64_t block_kv, const AttentionOptions& options,
-    double* plan_seconds, std::vector<double>* power, const LadderScoring* ladder) {
+    double* plan_seconds, std::vector<double>* power, const LadderScoring* ladder,
+    const CompensationTerms* terms) {
   const bool incremental = ladder != nullptr && ladder->context != nullptr &&
                            !ladder->chains.empty() && ladder_scoring_applies(q, k, v, options);
   // The kernel's sections: the reference, then every candidate of no chain.
@@ -131,9 +154,11 @@ std::vector<std::vector<double>> Router::score(
   const TilePlan plan =
       TilePlan::build(stacked, block, k.len, {std::min(kRouterBlockQ, block), block_kv});
   if (plan_seconds != nullptr) *plan_seconds += plan.stats().build_seconds;
+  lses_.resize(terms != nullptr ? static_cast<std::size_t>(heads * block) : 0);
   backend.forward(plan,
                   {TensorView::contiguous(queries_.data(), q.dtype, heads, block, d), k, v,
-                   MutableTensorView::contiguous(outputs_.data(), DType::kF32, heads, block, dv)},
+                   MutableTensorView::contiguous(outputs_.data(), DType::kF32, heads, block, dv),
+                   terms != nullptr ? lses_.data() : nullptr},
                   options);
 
   std::vector<std::vector<double>> mse(static_cast<std::size_t>(heads),
@@ -147,20 +172,16 @@ std::vector<std::vector<double>> Router::score(
       (*power)[static_cast<std::size_t>(h)] = sum / static_cast<double>(r * dv);
     }
     for (std::int64_t s = 1; s < sections; ++s) {
-      const float* section = dense + s * r * dv;
-      double sum = 0.0;
-      for (std::int64_t i = 0; i < r * dv; ++i) {
-        const double diff = static_cast<double>(section[i]) - dense[i];
-        sum += diff * diff;
-      }
-      mse[static_cast<std::size_t>(h)][on_kernel[static_cast<std::size_t>(s - 1)]] =
-          sum / static_cast<double>(r * dv);
+      const std::size_t c = on_kernel[static_cast<std::size_t>(s - 1)];
+      const float* lse = terms != nullptr ? lses_.data() + h * block + s * r : nullptr;
+      mse[static_cast<std::size_t>(h)][c] = section_mse(dense + s * r * dv, lse, dense, r, dv,
+                                                        terms, h, static_cast<std::int64_t>(c));
     }
   }
   if (incremental) {
     const float scale = options.scale ? *options.scale : 1.0f / std::sqrt(static_cast<float>(d));
     score_ladders(*ladder->context, options.threads, q, k, v, candidates, ladder->chains, rows,
-                  scale, outputs_.data(), block, mse);
+                  scale, outputs_.data(), block, mse, terms);
   }
   return mse;
 }

@@ -12,6 +12,7 @@
 #include <optional>
 #include <vector>
 
+#include "routing/compensation_terms.h"
 #include "tilesplash/attention.h"
 #include "tilesplash/routing.h"
 #include "tilesplash/threading.h"
@@ -52,18 +53,22 @@ class Router {
   // scale and threads. `ladder`, when not null and its chains not empty
   // (and ladder_scoring_applies()), scores the candidates of its chains
   // incrementally against the kernel's reference rows; the kernel call then
-  // holds the reference and the other candidates only.
+  // holds the reference and the other candidates only. `terms`, when not
+  // null, are merged into every candidate's sampled rows before their error
+  // is taken (compensation: the router scores what will run).
   std::vector<std::vector<double>> score(AttentionBackend& backend, const TensorView& q,
                                          const TensorView& k, const TensorView& v,
                                          const Mask& reference, const std::vector<Mask>& candidates,
                                          const std::vector<std::int64_t>& rows,
                                          std::int64_t block_kv, const AttentionOptions& options,
                                          double* plan_seconds, std::vector<double>* power = nullptr,
-                                         const LadderScoring* ladder = nullptr);
+                                         const LadderScoring* ladder = nullptr,
+                                         const CompensationTerms* terms = nullptr);
 
  private:
   std::vector<unsigned char> queries_;  // [heads, sections * r, d] in q's dtype
   std::vector<float> outputs_;          // [heads, sections * r, dv]
+  std::vector<float> lses_;             // [heads, sections * r], with terms only
 };
 
 }  // namespace tilesplash::detail

@@ -241,9 +241,12 @@ std::vector<RouteDecision> VideoAttention::Impl::route(
   // An error target's ladder: each family's nested rungs scored incrementally.
   detail::LadderScoring ladder{context.get(), {}};
   if (options.error) ladder.chains = detail::ladder_chains(candidates);
-  std::vector<std::vector<double>> mse =
-      router.score(*backend, q, k, v, keys ? keys->mask : Mask::dense(), masks, rows,
-                   options.blocks.block_kv, attention_options(false), nullptr, &power, &ladder);
+  // With compensation, what each candidate's plan skips joins its sampled rows.
+  std::optional<detail::CompensationTerms> terms;
+  if (options.compensate) terms = compensation_terms(q, k, v, rows, keys);
+  std::vector<std::vector<double>> mse = router.score(
+      *backend, q, k, v, keys ? keys->mask : Mask::dense(), masks, rows, options.blocks.block_kv,
+      attention_options(false), nullptr, &power, &ladder, terms ? &*terms : nullptr);
   std::vector<RouteDecision> decisions;
   const RoutePolicy policy{options.density_budget, options.error};
   for (std::size_t h = 0; h < mse.size(); ++h) {

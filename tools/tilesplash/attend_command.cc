@@ -49,6 +49,7 @@ struct AttendOptions {
   std::int64_t threads = 0;
   std::string out_dtype;  // empty: the input's
   std::string precision = "default";
+  bool compensate = false;
   bool json = false;
   bool quiet = false;
 };
@@ -160,6 +161,7 @@ AttendSetup resolve(const AttendOptions& options) {
   if (options.scale > 0.0) setup.attention.scale = static_cast<float>(options.scale);
   setup.attention.threads = static_cast<int>(options.threads);
   setup.attention.precision = *parse_precision(options.precision);  // checked by the option
+  setup.attention.compensate = options.compensate;
   return setup;
 }
 
@@ -194,6 +196,7 @@ nlohmann::ordered_json run_routed(const AttendOptions& options, const AttendSetu
   video_options.threads = static_cast<int>(options.threads);
   video_options.scale = setup.attention.scale;
   video_options.precision = setup.attention.precision;
+  video_options.compensate = setup.attention.compensate;
   VideoAttention attention(*setup.geometry, video_options, context);
   record["route"] = setup.geometry->to_string();
   record["method"] = options.method;
@@ -260,6 +263,7 @@ nlohmann::ordered_json report_inputs(const AttendOptions& options, const AttendS
   record["block_kv"] = options.block_kv;
   record["isa"] = active_isa();
   record["precision"] = options.precision;
+  record["compensate"] = options.compensate;
   return record;
 }
 
@@ -344,6 +348,7 @@ Command add_attend_command(CLI::App& parent) {
   add_tile_options(*app, options->block_q, options->block_kv);
   add_threads_option(*app, options->threads);
   add_precision_option(*app, options->precision);
+  add_compensate_option(*app, options->compensate);
   app->add_option("--out-dtype", options->out_dtype, "Output dtype (default: the input's)")
       ->type_name("DTYPE")
       ->check(dtype_name());

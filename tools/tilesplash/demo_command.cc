@@ -49,6 +49,7 @@ struct DemoOptions {
   std::string png_dir;
   bool json = false;
   bool quiet = false;
+  bool compensate = false;
   ErrorTargetOptions error_target;  // --error, --densities, --bands
 };
 
@@ -135,6 +136,7 @@ void configure_attention(const DemoOptions& options, DemoSetup& setup) {
   apply_error_target(options.error_target, options.method, setup.shape.geometry, {options.density},
                      setup.attention);
   setup.attention.threads = setup.threads;
+  setup.attention.compensate = options.compensate;
   setup.attention.router.seed = options.seed;
   if (setup.attention.clusters) setup.attention.clusters->seed = options.seed;
 }
@@ -191,6 +193,7 @@ void report_setup(const DemoOptions& options, const DemoSetup& setup, const Laye
   record["threads"] = setup.threads;
   record["isa"] = active_isa();
   record["target_density"] = options.density;
+  record["compensate"] = options.compensate;
   record["band"] = sparse.band;
   record["band_frames"] =
       static_cast<double>(sparse.band) / static_cast<double>(geometry.tokens_per_frame());
@@ -298,6 +301,7 @@ Command add_demo_command(CLI::App& parent) {
   add_method_option(*app, options->method);
   add_heads_option(*app, options->heads);
   add_density_option(*app, options->density, "Target density of the masks");
+  add_compensate_option(*app, options->compensate);
   add_threads_option(*app, options->threads);
   add_seed_option(*app, options->seed, "Seed of the workload, the router and k-means");
   app->add_option("--png", options->png_dir,

@@ -194,6 +194,12 @@ CLI::Option* add_precision_option(CLI::App& app, std::string& precision) {
       ->check(precision_name());
 }
 
+CLI::Option* add_compensate_option(CLI::App& app, bool& compensate) {
+  return app.add_flag("--compensate", compensate,
+                      "Approximate the tiles the plan skips instead of dropping them: each\n"
+                      "adds its keys through their mean key and value (docs/masks.md)");
+}
+
 CLI::Option* add_threads_option(CLI::App& app, std::int64_t& threads) {
   return app.add_option("--threads", threads, "Worker threads (default: all hardware threads)")
       ->type_name("T")

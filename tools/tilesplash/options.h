@@ -87,6 +87,9 @@ CLI::Option* add_dtype_option(CLI::App& app, std::string& dtype, const std::stri
 
 // --precision default|int8: the kernel's products (Precision, attention_args.h).
 CLI::Option* add_precision_option(CLI::App& app, std::string& precision);
+// --compensate: skipped tiles approximated by their mean key and value
+// (AttentionOptions::compensate, VideoAttentionOptions::compensate).
+CLI::Option* add_compensate_option(CLI::App& app, bool& compensate);
 
 // --samples R: query rows the router samples per call.
 CLI::Option* add_samples_option(CLI::App& app, std::int64_t& samples);

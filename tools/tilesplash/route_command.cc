@@ -59,6 +59,7 @@ struct RouteOptions {
   bool compare_dense = false;
   bool json = false;
   std::string granularity = "token";
+  bool compensate = false;
   ErrorTargetOptions error_target;  // --error, --densities, --bands, --png
 };
 
@@ -118,6 +119,7 @@ VideoAttentionOptions attention_options(const RouteOptions& options, const Video
   attention.blocks = {options.block_q, options.block_kv};
   attention.threads = threads;
   attention.granularity = parse_granularity(options.granularity);
+  attention.compensate = options.compensate;
   if (attention.clusters) attention.clusters->seed = options.seed;
   apply_error_target(options.error_target, options.method, geometry, method_options, attention);
   return attention;
@@ -167,6 +169,7 @@ void report_setup(const RouteOptions& options, const RouteSetup& setup, const La
   record["block_q"] = options.block_q;
   record["block_kv"] = options.block_kv;
   record["granularity"] = options.granularity;
+  record["compensate"] = options.compensate;
   record["warmup_dense"] = layer.warmup;
 }
 
@@ -317,6 +320,7 @@ Command add_route_command(CLI::App& parent) {
                   "tile; docs/masks.md)")
       ->capture_default_str()
       ->check(CLI::IsMember({"token", "tile"}));
+  add_compensate_option(*app, options->compensate);
   add_threads_option(*app, options->threads);
   add_repeats_option(*app, options->repeats, "Timed runs after the warm-up; medians reported");
   app->add_flag("--compare-dense", options->compare_dense,

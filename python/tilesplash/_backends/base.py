@@ -4,13 +4,14 @@ A backend receives decided plans and checked tensors and returns outputs; it
 holds no rule (routing, warm-up, methods and tuning keys are the core's). The
 front doors resolve `backend=` once (tilesplash._backends.resolve) and then
 ask the object, never the name: which tile sizes it takes, which precisions,
+whether it compensates skipped tiles,
 which devices, how it runs one masked attention, how it merges two partial
 results through their LSEs, and which runner serves a VideoAttention.
 """
 
 from __future__ import annotations
 
-from .._checks import BlockRule, check_blocks, check_precision
+from .._checks import BlockRule, check_blocks, check_bool, check_precision
 
 
 class Backend:
@@ -21,6 +22,7 @@ class Backend:
     summary: str = ""
     any_device: bool = False  # takes torch tensors on devices other than the CPU
     precisions: tuple[str, ...] = ("default",)  # what precision= may say on it
+    compensates: bool = False  # runs compensate=True (skipped tiles approximated)
     blocks: BlockRule  # the block_q / block_kv it takes
 
     def is_default_for(self, q) -> bool:
@@ -42,6 +44,14 @@ class Backend:
                              f"{' or '.join(map(repr, self.precisions))}")
         return precision
 
+    def check_compensate(self, compensate) -> bool:
+        """compensate checked, then refused where this backend lacks it (one wording)."""
+        compensate = check_bool(compensate, "compensate")
+        if compensate and not self.compensates:
+            raise ValueError(f"compensate: True runs on the native CPU kernel only; the "
+                             f"{self.name} backend takes compensate=False")
+        return compensate
+
     def mask_argument(self, mask, kind):
         """The mask as attention() hands it to this backend (a Mask by default)."""
         from .._mask import as_mask
@@ -49,8 +59,9 @@ class Backend:
         return as_mask(mask)
 
     def attention(self, q, k, v, *, mask, layout, scale, block_q, block_kv, threads, window,
-                  context, precision, kind):
-        """(out in q's layout and dtype, float32 lse [batch, heads, N]) of checked arguments."""
+                  context, precision, kind, compensate=False):
+        """(out in q's layout and dtype, float32 lse [batch, heads, N]) of checked arguments;
+        compensate only where the backend compensates."""
         raise NotImplementedError
 
     def merge(self, out_a, lse_a, out_b, lse_b, layout):

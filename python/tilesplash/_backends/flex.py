@@ -23,7 +23,7 @@ class FlexBackend(Backend):
                             f"{type(q).__module__}.{type(q).__qualname__} q")
 
     def attention(self, q, k, v, *, mask, layout, scale, block_q, block_kv, threads, window,
-                  context, precision, kind):
+                  context, precision, kind, compensate=False):
         from .._flex.attention import flex_masked_attention
 
         return flex_masked_attention(q, k, v, mask, layout, scale, block_q, block_kv, window)

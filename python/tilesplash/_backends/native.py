@@ -11,6 +11,7 @@ class NativeBackend(Backend):
     name = "cpu"
     summary = "the native CPU kernel (NumPy arrays and CPU tensors)"
     precisions = ("default", "int8")
+    compensates = True
     blocks = NATIVE_BLOCKS
 
     def is_default_for(self, q) -> bool:
@@ -29,17 +30,17 @@ class NativeBackend(Backend):
         return spec_of(mask) if kind == "torch" else as_mask(mask)
 
     def attention(self, q, k, v, *, mask, layout, scale, block_q, block_kv, threads, window,
-                  context, precision, kind):
+                  context, precision, kind, compensate=False):
         if kind == "torch":
             from .._threading import handle_of
             from .._torch_ops import attention_op
 
             return attention_op(q, k, v, mask, layout, scale, block_q, block_kv, threads,
-                                *window, handle_of(context), precision)
+                                *window, handle_of(context), precision, compensate)
         from .._kernel_call import run_attention
 
         return run_attention("numpy", q, k, v, layout, mask, scale, block_q, block_kv, threads,
-                             window, context, precision)
+                             window, context, precision, compensate)
 
     def merge(self, out_a, lse_a, out_b, lse_b, layout):
         from .._merge import merge_attention

@@ -417,4 +417,5 @@ class FlexVideo:
                 "target_met": True if decision is None else decision[3],
                 "density": 1.0 if choice == "dense" else self.density.get(choice, 0.0),
                 "tiles_visited": 1.0, "seconds": 0.0, "permute_seconds": 0.0,
-                "cluster_seconds": 0.0, "plan_seconds": 0.0}
+                "cluster_seconds": 0.0, "plan_seconds": 0.0, "compensated": False,
+                "compensation_seconds": 0.0}

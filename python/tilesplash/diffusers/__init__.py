@@ -160,6 +160,7 @@ def enable(
     error: float | None = None,
     densities=None,
     granularity: str = "token",
+    compensate: bool = False,
 ) -> TilesplashHandle:
     """Run the self-attention of `target`'s video transformer(s) through tilesplash; returns a handle.
 
@@ -213,6 +214,10 @@ def enable(
     granularity: "token" (exact masks) or "tile" (every sparse head's mask rounded out
         to whole tiles of the kernel that runs it: no partial tile, no per-pair mask;
         tilesplash.VideoAttention and docs/masks.md).
+    compensate: False (default) drops what each sparse head skips; True adds every
+        skipped tile through its keys' mean key and value (tilesplash.VideoAttention,
+        docs/masks.md "Compensation"; with ``error`` the router scores what runs, so
+        lower densities meet the target). Native CPU kernel only.
     """
     targets, scheduler = _targets(target)
     with prefixed(_WHO):  # the library's checks and wording, "tilesplash.diffusers.enable: " first
@@ -250,6 +255,8 @@ def enable(
             error=error,
             densities=None if densities is None else tuple(densities),
             granularity=granularity,
+            compensate=(BACKENDS[runs].check_compensate(compensate) if runs in BACKENDS
+                        else check_bool(compensate, "compensate")),
         )
     for _, model, spec in targets:
         check_processors(model, spec, _WHO)

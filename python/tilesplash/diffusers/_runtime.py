@@ -50,13 +50,14 @@ class Settings:
     error: float | None = None  # the error target (VideoAttention(error=)); None: density
     densities: tuple | None = None  # its ladder; None: the library's default
     granularity: str = "token"  # "tile": masks rounded out to whole kernel tiles
+    compensate: bool = False  # skipped tiles approximated (VideoAttention(compensate=))
 
     def video_attention_kwargs(self, model_sink: bool) -> dict:
         return dict(method=self.method, density=self.density, density_budget=self.density_budget,
                     sink=model_sink if self.sink is None else self.sink, text_full=True,
                     samples=self.samples, force=self.force, threads=self.threads,
                     context=self.context, backend=self.backend, precision=self.precision,
-                    error=self.error, granularity=self.granularity,
+                    error=self.error, granularity=self.granularity, compensate=self.compensate,
                     densities=None if self.densities is None else list(self.densities))
 
 

@@ -1,0 +1,52 @@
+// What compensation (VideoAttentionOptions::compensate) adds to the router's
+// sampled rows, so that an error target scores what will actually run: for
+// every head, sampled row and candidate, the skipped tiles of the plan the
+// candidate runs (its run order, the front door's tiles, key padding and
+// tile granularity applied), pooled as the head's run pools them, summed into
+// one softmax state: a normalised output and its LSE. The router merges it
+// with each candidate's exact sampled output through the LSEs before taking
+// the error. Cost: rows x candidates x skipped tiles x (d + dv), plus one
+// pooling pass over K and V per distinct key order (spatial and temporal).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "compensation/compensation.h"
+#include "tilesplash/candidates.h"
+#include "tilesplash/plan.h"
+#include "tilesplash/tensor.h"
+#include "tilesplash/threading.h"
+
+namespace tilesplash::detail {
+
+// How one candidate runs, as far as its compensation term goes.
+struct CompensatedRun {
+  const TilePlan* plan = nullptr;  // the plan the head would run, in run order
+  RowOrder order;                  // Q rows
+  RowOrder kv_order;               // K and V rows
+  compensation::KeyFilter filter;  // padding and the exactly-attended segment
+};
+
+// [heads][rows][candidates] terms; lse -inf (and out 0) where a candidate's
+// plan skips nothing for the row.
+struct CompensationTerms {
+  std::int64_t rows = 0, candidates = 0, dv = 0;
+  std::vector<float> out;  // [.., dv]
+  std::vector<float> lse;
+
+  std::size_t at(std::int64_t h, std::int64_t j, std::int64_t c) const {
+    return static_cast<std::size_t>((h * rows + j) * candidates + c);
+  }
+  // o (dv values) and lse, row j of head h under candidate c, merged with its
+  // term through the LSEs, in double, in place.
+  void merge(std::int64_t h, std::int64_t j, std::int64_t c, double* o, double& lse) const;
+};
+
+CompensationTerms compensation_terms(ThreadingContext& context, int threads, const TensorView& q,
+                                     const TensorView& k, const TensorView& v,
+                                     std::span<const CompensatedRun> runs,
+                                     std::span<const std::int64_t> rows, float scale);
+
+}  // namespace tilesplash::detail
