@@ -180,18 +180,25 @@ TEST_P(Int8DotPerTarget, ProductsAreExact) {
   }
 }
 
-// The products run on vpdpbusd exactly where the target's features (its
-// targets.def line) include VNNI, so ProductsAreExact checks the VNNI
-// instructions there (natively, or through SIMDe in the emulated build) and
-// the plain byte arithmetic everywhere else.
+// The products run on AMX tiles where the target's features (its targets.def
+// line, or that of the target a test target emulates) include AMX int8, on
+// vpdpbusd where they include VNNI, so ProductsAreExact checks the tile or
+// VNNI instructions there (natively, or emulated: SIMDe, the tile model of
+// tests/emulation) and the plain byte arithmetic everywhere else.
 TEST_P(Int8DotPerTarget, UsesVnniExactlyWhereTheTargetHasIt) {
+  std::string listed_name = GetParam();
+  for (const kernel::TestTarget& twin : kernel::test_targets()) {
+    if (GetParam() == twin.name) listed_name = twin.twin_of;
+  }
   std::string features;
   for (const kernel::ListedTarget& listed : kernel::kListedTargets) {
-    if (GetParam() == listed.name) features = std::string(" ") + listed.features + " ";
+    if (listed_name == listed.name) features = std::string(" ") + listed.features + " ";
   }
   ASSERT_FALSE(features.empty()) << GetParam();
   std::string want = "plain";
-  if (features.find(" avx512vnni ") != std::string::npos) {
+  if (features.find(" amx-int8 ") != std::string::npos) {
+    want = "tdpbusd (AMX)";
+  } else if (features.find(" avx512vnni ") != std::string::npos) {
     want = "vpdpbusd (AVX-512 VNNI)";
   } else if (features.find(" avxvnni ") != std::string::npos) {
     want = "vpdpbusd (AVX-VNNI)";

@@ -85,7 +85,8 @@ ProductPathChoice choose_product_path(ProductPath requested = ProductPath::kAuto
 
 // What a call's two products run on, in words (bench --json reports them):
 // e.g. "f32 FMA", "f32 FMA (bf16 widened)", "bf16 dot product (vdpbf16ps)",
-// "int8 vpdpbusd (AVX-512 VNNI)". `resolved`: choose_product_path().path.
+// "bf16 dot product (AMX tdpbf16ps)", "int8 vpdpbusd (AVX-512 VNNI)",
+// "int8 tdpbusd (AMX)". `resolved`: choose_product_path().path.
 struct KernelProducts {
   std::string qk;
   std::string pv;

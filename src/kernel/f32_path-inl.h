@@ -4,8 +4,8 @@
 // inside a target's namespace. A path is the kernel's data layout and
 // micro-kernels; kernel/flash_forward-inl.h is the loop around them and works
 // with any path that has these members (see Bf16DotPath in
-// kernel_avx512bf16.cc and Int8QkPath in kernel/int8_path-inl.h for the
-// others).
+// kernel/bf16_dot_path-inl.h, AmxBf16Path in kernel/amx_path-inl.h and Int8QkPath in
+// kernel/int8_path-inl.h for the others).
 //
 // Layouts, per head:
 //  K: panels of kPanel keys, each transposed to [d][kPanel], so the Q.K^T

@@ -1,6 +1,7 @@
 // Block-sparse flash-attention forward: the loops around a path's packing and
 // micro-kernels (kernel/f32_path-inl.h, kernel/int8_path-inl.h, Bf16DotPath in
-// kernel_avx512bf16.cc). Included by kernel-inl.h inside a target's namespace.
+// kernel/bf16_dot_path-inl.h, AmxBf16Path in kernel/amx_path-inl.h). Included
+// by kernel-inl.h inside a target's namespace.
 //
 // Work and memory. K and V of a group of heads are packed once per call (K in
 // transposed key panels, V in column chunks). A work item is one (head,

@@ -51,7 +51,10 @@ struct Int8QBound {
   float l1 = 0.0f;     // max |q8 * q_scale|_1
 };
 
-template <typename PvPath>
+// TileSums: void for the vector micro-kernel (dot4_u8s8), or a type whose
+// int8_sums<R>() computes the same int32 sums another way (AmxTiles,
+// kernel/amx_path-inl.h); the scores are the same function of those sums.
+template <typename PvPath, typename TileSums = void>
 struct Int8QkPath {
   using QkElem = std::uint32_t;
   using VElem = typename PvPath::VElem;
@@ -227,14 +230,11 @@ struct Int8QkPath {
     PvPath::v_tile_spans(head_v, keys, key0, nk, dvp, span);
   }
 
-  // S[r][0, kPanel) = q_scale[r] * k_scale * (Q[r] . K_panel) + bias, the sums
-  // in int32, for R rows (q_stride apart); the per-lane row max folded in.
+  // acc[r] = Q8[r] . K8 panel in int32, by dot4_u8s8.
   template <int R>
-  static void qk(const std::uint32_t* __restrict q, std::int64_t q_stride, std::int64_t d,
-                 const std::uint32_t* __restrict panel, float* __restrict s, std::int64_t s_stride,
-                 VF* __restrict row_max) {
-    const std::int64_t quads = d / 4;
-    VI acc[R][kColVecs];
+  static void vector_sums(const std::uint32_t* __restrict q, std::int64_t q_stride,
+                          std::int64_t quads, const std::uint32_t* __restrict panel,
+                          VI (&acc)[R][kColVecs]) {
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
@@ -249,6 +249,26 @@ struct Int8QkPath {
 #pragma GCC unroll 8
         for (int j = 0; j < kColVecs; ++j) acc[r][j] = dot4_u8s8(acc[r][j], qb, kv[j]);
       }
+    }
+  }
+
+  // S[r][0, kPanel) = q_scale[r] * k_scale * (Q[r] . K_panel) + bias, the sums
+  // in int32, for R rows (q_stride apart); the per-lane row max folded in.
+  template <int R>
+  static void qk(const std::uint32_t* __restrict q, std::int64_t q_stride, std::int64_t d,
+                 const std::uint32_t* __restrict panel, float* __restrict s, std::int64_t s_stride,
+                 VF* __restrict row_max) {
+    const std::int64_t quads = d / 4;
+    VI acc[R][kColVecs];
+    if constexpr (std::is_void_v<TileSums>) {
+      vector_sums<R>(q, q_stride, quads, panel, acc);
+    } else {
+      alignas(64) std::int32_t sums[R][kPanel];
+      TileSums::template int8_sums<R>(q, q_stride, quads, panel, &sums[0][0]);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+        for (int j = 0; j < kColVecs; ++j) acc[r][j] = load_i(&sums[r][j * kLanes]);
     }
     const std::uint32_t* corrections = panel + quads * kPanel;
     const std::uint32_t* scales = panel + (quads + 1) * kPanel;
@@ -402,9 +422,10 @@ struct Int8QkPath {
 // through this target's packing and Q.K^T micro-kernel (scales of 1, no
 // smoothing), so the tests can check the int8 arithmetic of every target
 // bit for bit.
-inline void int8_dot(const std::int8_t* q, std::int64_t rows, const std::int8_t* k,
-                     std::int64_t keys, std::int64_t d, std::int32_t* out) {
-  using Path = Int8QkPath<F32Path>;
+template <typename TileSums = void>
+void int8_dot(const std::int8_t* q, std::int64_t rows, const std::int8_t* k, std::int64_t keys,
+              std::int64_t d, std::int32_t* out) {
+  using Path = Int8QkPath<F32Path, TileSums>;
   const std::int64_t panels = (keys + kPanel - 1) / kPanel;
   const std::int64_t q_stride = Path::q_row_elems(d);
   std::vector<std::uint32_t> packed_k(static_cast<std::size_t>(panels * Path::k_panel_elems(d)));

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -10,6 +11,14 @@
 #include <vector>
 
 #include "kernel/target_list.h"
+
+#if TILESPLASH_ARCH_X86
+#include <cpuid.h>
+#endif
+#if TILESPLASH_ARCH_X86 && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #if TILESPLASH_ARCH_AARCH64 && defined(__linux__)
 #include <sys/auxv.h>
@@ -30,11 +39,43 @@ namespace tilesplash::kernel {
 
 namespace {
 
+#if TILESPLASH_ARCH_X86
+// Whether this process may use the AMX tiles the CPU reports
+// (__builtin_cpu_supports only reads CPUID): the OS must enable the tile
+// configuration and data state in XCR0 (bits 17 and 18), and Linux (5.16+)
+// hands the 8 KiB of tile data to a process only after it asks, once, with
+// arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA); without that the first
+// tile instruction faults. Asked once per process (the permission is the
+// process's, for all its threads), under the static's initialisation lock.
+bool amx_state_usable() {
+  static const bool usable = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0 || (ecx & bit_OSXSAVE) == 0) return false;
+    unsigned xcr0_low = 0, xcr0_high = 0;
+    __asm__ volatile("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
+    constexpr unsigned kTileCfg = 1u << 17, kTileData = 1u << 18;
+    if ((xcr0_low & (kTileCfg | kTileData)) != (kTileCfg | kTileData)) return false;
+#if defined(__linux__)
+    constexpr long kArchReqXcompPerm = 0x1023;  // <asm/prctl.h>, not in every libc's headers
+    constexpr long kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return true;
+#endif
+  }();
+  return usable;
+}
+#endif
+
 // One CPU feature by the name targets.def uses, from this arch's table;
 // nullopt for a name the table lacks.
 std::optional<bool> arch_cpu_feature(const std::string& feature) {
 #if TILESPLASH_ARCH_X86
   // __builtin_cpu_supports takes only string literals, hence the table.
+  // CPUID first: the AMX state is probed (and Linux asked) only on a CPU with tiles.
+  if (feature == "amx-tile") return __builtin_cpu_supports("amx-tile") && amx_state_usable();
+  if (feature == "amx-bf16") return __builtin_cpu_supports("amx-bf16") && amx_state_usable();
+  if (feature == "amx-int8") return __builtin_cpu_supports("amx-int8") && amx_state_usable();
   if (feature == "avx512bf16") return __builtin_cpu_supports("avx512bf16");
   if (feature == "avx512vnni") return __builtin_cpu_supports("avx512vnni");
   if (feature == "avxvnni") return __builtin_cpu_supports("avxvnni");
@@ -96,6 +137,7 @@ struct TargetEntry {
   const char* name;
   const char* features;
   TargetOps ops;
+  const char* twin_of;  // test targets only (register_test_target), else null
 };
 
 // The compiled targets, best first. A target of another arch is left out:
@@ -103,9 +145,9 @@ struct TargetEntry {
 const std::vector<TargetEntry>& target_table() {
   static const std::vector<TargetEntry> table = [] {
     std::vector<TargetEntry> entries;
-#define TILESPLASH_TARGET(name, arch, features, flags)        \
-  if constexpr (kArch_##arch) {                               \
-    entries.push_back({#name, features, name::target_ops()}); \
+#define TILESPLASH_TARGET(name, arch, features, flags)                 \
+  if constexpr (kArch_##arch) {                                        \
+    entries.push_back({#name, features, name::target_ops(), nullptr}); \
   }
 #include "kernel/targets.def"
 #undef TILESPLASH_TARGET
@@ -114,12 +156,23 @@ const std::vector<TargetEntry>& target_table() {
   return table;
 }
 
+// Test-only targets (register_test_target): a deque, so that the entries'
+// addresses, which g_active holds, never move.
+std::deque<TargetEntry>& test_table() {
+  static std::deque<TargetEntry> table;
+  return table;
+}
+
 bool supported(const TargetEntry& entry) { return missing_cpu_features(entry.features).empty(); }
 
 // `source` names where the name came from ("isa" for set_isa(), the
 // environment variable otherwise), so the message points at what to fix.
 const TargetEntry* find_supported(const std::string& name, const std::string& source = "isa") {
-  for (const TargetEntry& entry : target_table()) {
+  std::vector<const TargetEntry*> entries;
+  for (const TargetEntry& entry : target_table()) entries.push_back(&entry);
+  for (const TargetEntry& entry : test_table()) entries.push_back(&entry);
+  for (const TargetEntry* candidate : entries) {
+    const TargetEntry& entry = *candidate;
     if (name == entry.name) {
       if (!supported(entry)) {
         std::string missing;
@@ -133,8 +186,8 @@ const TargetEntry* find_supported(const std::string& name, const std::string& so
     }
   }
   std::string known;
-  for (const TargetEntry& entry : target_table())
-    known += std::string(known.empty() ? "" : ", ") + entry.name;
+  for (const TargetEntry* entry : entries)
+    known += std::string(known.empty() ? "" : ", ") + entry->name;
   throw std::invalid_argument(source + ": unknown target '" + name +
                               "' (expected one of: " + known + ")");
 }
@@ -163,6 +216,18 @@ const TargetEntry* active_entry() {
 }  // namespace
 
 const TargetOps& active_target() { return active_entry()->ops; }
+
+void register_test_target(const char* name, const char* twin_of, const char* features,
+                          TargetOps ops) {
+  test_table().push_back({name, features, ops, twin_of});
+}
+
+std::vector<TestTarget> test_targets() {
+  std::vector<TestTarget> targets;
+  for (const TargetEntry& entry : test_table())
+    targets.push_back({entry.name, entry.twin_of, entry.features});
+  return targets;
+}
 
 }  // namespace tilesplash::kernel
 

@@ -142,7 +142,7 @@ ProductPathChoice choose_product_path(ProductPath requested) {
   if (requested == ProductPath::kDot) {
     if (!has_dot) {
       throw std::invalid_argument(source + ": 'dot' needs a target with a bf16 dot product " +
-                                  "(avx512bf16); the active target " + isa + " has none");
+                                  "(avx512bf16, amx); the active target " + isa + " has none");
     }
     return {ProductPath::kDot, "forced (" + source + "=dot)"};
   }
@@ -164,7 +164,9 @@ ProductPathChoice choose_product_path(ProductPath requested) {
 
 KernelProducts kernel_products(DType dtype, Precision precision, ProductPath resolved) {
   const bool dot = dtype == DType::kBF16 && resolved == ProductPath::kDot;
-  std::string pv = dot ? "bf16 dot product (vdpbf16ps)" : "f32 FMA";
+  std::string pv =
+      dot ? std::string("bf16 dot product (") + kernel::active_target().bf16_dot_name + ")"
+          : "f32 FMA";
   if (!dot && dtype != DType::kF32)
     pv += std::string(" (") + std::string(to_string(dtype)) + " widened)";
   if (precision == Precision::kInt8) {

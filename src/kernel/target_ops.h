@@ -61,6 +61,7 @@ struct TargetOps {
   GatherAxpyFn gather_axpy = nullptr;
   Int8DotFn int8_dot = nullptr;
   const char* int8_dot_name = "";  // the instructions of the int8 products, for reports
+  const char* bf16_dot_name = "";  // those of the bf16 dot product, where bf16_peak.run is set
 };
 
 }  // namespace tilesplash::kernel

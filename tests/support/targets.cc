@@ -16,7 +16,16 @@ std::vector<std::string> compiled_targets() {
   for (const kernel::ListedTarget& target : kernel::kListedTargets) {
     if (target.compiled) names.emplace_back(target.name);
   }
+  // The test binary's emulated twins (tests/emulation/), after the listed targets.
+  for (const kernel::TestTarget& target : kernel::test_targets()) names.emplace_back(target.name);
   return names;
+}
+
+bool is_test_target(const std::string& target) {
+  for (const kernel::TestTarget& twin : kernel::test_targets()) {
+    if (target == twin.name) return true;
+  }
+  return false;
 }
 
 namespace {
@@ -50,7 +59,12 @@ bool selected_by_environment(const std::string& target, std::string& why_not) {
 }  // namespace
 
 void use_target_or_skip(const std::string& target) {
+  std::vector<kernel::TestTarget> known;
   for (const kernel::ListedTarget& listed : kernel::kListedTargets) {
+    known.push_back({listed.name, listed.name, listed.features});
+  }
+  for (const kernel::TestTarget& twin : kernel::test_targets()) known.push_back(twin);
+  for (const kernel::TestTarget& listed : known) {
     if (target != listed.name) continue;
     const std::vector<std::string> missing = kernel::missing_cpu_features(listed.features);
     if (!missing.empty()) {
@@ -62,7 +76,7 @@ void use_target_or_skip(const std::string& target) {
     set_isa(target);
     return;
   }
-  FAIL() << "target " << target << " is not in kernel/targets.def";
+  FAIL() << "target " << target << " is not in kernel/targets.def nor a test target";
 }
 
 void reset_target() { set_isa(""); }

@@ -21,8 +21,14 @@
 
 namespace tilesplash::test {
 
-// The targets of kernel/targets.def compiled into this build, best first.
+// The targets of kernel/targets.def compiled into this build, best first, then
+// the test binary's emulated twins (kernel::test_targets(): amx_emulated, the
+// amx target's code with its tile instructions modelled in software).
 std::vector<std::string> compiled_targets();
+
+// Whether `target` is one of the test binary's emulated twins, which other
+// processes (the CLI, Python) do not have.
+bool is_test_target(const std::string& target);
 
 // Forces `target` (set_isa); when this CPU lacks it, marks the current test
 // skipped with the features it lacks. Called from SetUp(), where a skip stops
