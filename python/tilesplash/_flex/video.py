@@ -216,7 +216,13 @@ class FlexVideo:
             def mask(h):
                 if choices[h] == "dense":
                     return Mask.dense() if keys is None else keys
-                return padded(self.runs[choices[h]]["mask"])
+                run = self.runs[choices[h]]
+                if self.granularity == "tile" and run["extra"] is not None:
+                    return padded_keys(self.tile_segment_mask(run))
+                return padded(run["mask"])
+
+            def padded_keys(mask):
+                return mask if keys is None else mask & keys
 
             return [([mask(h) if h in members else None for h in range(heads)], n)]
         if keys is not None:
@@ -247,6 +253,44 @@ class FlexVideo:
             calls.append((segment, count))
         return calls
 
+    def tile_segment_mask(self, run) -> Mask:
+        """granularity "tile", a head in the original order with a separate key segment
+        (the first-frame sink of spatial heads: keys first .. first + count, stride 1):
+        its band and its segment rounded apart, as the native backend rounds them
+        (docs/masks.md), in one mask over every key, so one call runs both. The
+        segment rounded on its own keys ends at its last key, where the whole mask
+        rounded at once would keep the rest of that tile (issue 37, item 1). The
+        segment's pairs inside the rounded band count once: a union, where native
+        merges the band and segment_minus() of the segment."""
+        n, (bq, bk) = self.tokens, self.block
+        extra = run["extra"]
+        first, count = extra["first"], extra["count"]
+        if extra["stride"] != 1 or first % bk:
+            raise NotImplementedError(  # no registered method makes such a segment
+                f"a key segment at {first} with stride {extra['stride']} in the original order")
+        band = run["run_mask"].tile_granular(n, n, bq, bk)
+        # The segment's rounding in the key axis: tiles of the segment's own keys, which
+        # start at a tile boundary here, clipped to its last key. The rounded whole
+        # mask's tiles on those keys are the band's or the segment's (both kept).
+        segment = run["mask"].tile_granular(n, n, bq, bk) & Mask.key_range(first, first + count)
+        return band | segment
+
+    def _tiles_visited(self, run, mask, key_limit) -> float:
+        """A head's visited pairs / n^2 as the native backend counts them: the rounded band's
+        plan, plus the segment's own plan when the head has one (tile granularity)."""
+        n = self.tokens
+        if self.granularity != "tile" or run is None or run["extra"] is None \
+                or run["order"] is not None:
+            return self._visited(mask, n, n) / (n * n)
+        extra = run["extra"]
+        band = run["run_mask"].tile_granular(n, n, *self.block)
+        if key_limit is not None:
+            band = band & Mask.key_range(0, key_limit)
+        segment = Mask(_core.Mask.segment_minus(
+            core_mask(extra["mask"].tile_granular(n, extra["count"], *self.block)),
+            core_mask(band), extra["first"], extra["stride"]))
+        return (self._visited(band, n, n) + self._visited(segment, n, extra["count"])) / (n * n)
+
     def block_masks(self, choices, device, key_limit=None):
         """The BlockMasks one batch entry with these per-head choices runs on (svg2's,
         built from the data, aside), in call order: what a layer of the flex backend
@@ -276,7 +320,8 @@ class FlexVideo:
                 ((masks, _),) = self.group_calls(key, group, choices, key_limit)
                 o, l = self._flex(qb, kb, vb, masks, n, need_lse)
                 for h in group:
-                    info[h]["tiles_visited"] = self._visited(masks[h], n, n) / (n * n)
+                    info[h]["tiles_visited"] = self._tiles_visited(
+                        self.runs.get(choices[h]), masks[h], key_limit)
             else:
                 o, l = self._run_permuted(qb, kb, vb, choices, group,
                                           self.group_calls(key, group, choices, key_limit),
