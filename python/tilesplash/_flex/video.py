@@ -403,6 +403,15 @@ class FlexVideo:
                   "granularity": self.granularity}
         totals = dict.fromkeys(("routing_seconds", "plan_seconds", "cluster_seconds",
                                 "permute_seconds", "attention_seconds"), 0.0)
+        if batch == 0 or heads == 0:  # nothing to run: an empty output, as native gives
+            report.update(totals)
+            report["total_seconds"] = report["seconds"] = time.perf_counter() - start
+            out = q.new_zeros(tuple(q.shape[:-1]) + (v.shape[-1],))
+            if not return_lse:
+                return out, report
+            lse = torch.full(tuple(qb.shape[:3]), float("-inf"), dtype=torch.float32,
+                             device=q.device)
+            return out, lse_to_layout(lse, layout), report
         outs, lses = [], []
         for b in range(batch):
             qe, ke, ve = qb[b:b + 1], kb[b:b + 1], vb[b:b + 1]
