@@ -178,6 +178,17 @@ def _table_mod(plans, head_table, block_q, block_kv, head_step, device):
     return table_mask_mod(head_table, tiles, words, block_q, block_kv, head_step)
 
 
+def stacked_mask_mod(plans: list, block_q: int, block_kv: int, q_len: int, device):
+    """(slots -> the mask_mod of heads running plans[slots[h]], its kind): the plans'
+    tables stacked once, each call's mask_mod reading its heads' slots (an int tensor
+    [H] on the device; routed.py), so a new routing choice is new data."""
+    if all(p.row_starts is not None for p in plans):
+        starts = _padded_stack(plans, "row_starts", device)
+        ends = _padded_stack(plans, "row_ends", device)
+        return (lambda slots: row_mask_mod(slots, starts, ends, q_len, 1)), ROWS
+    return (lambda slots: _table_mod(plans, slots, block_q, block_kv, 1, device)), TABLE
+
+
 def assemble(plans: list, head_plan, block_q: int, block_kv: int, q_len: int, kv_len: int,
              device, per_head: bool, mask_mod: str = "auto") -> BlockMask:
     """A BlockMask from distinct plans' DeviceTables and each head's plan index.
