@@ -383,6 +383,12 @@ class VideoAttention(GroupForward):
             if len(key_lengths) != batch:
                 raise ValueError(f"key_lengths: expected one per batch entry ({batch}), got "
                                  f"{len(key_lengths)}")
+        if kind == "torch":
+            from ._torch_video.grad import wants_grad
+
+            if wants_grad(q, k, v):
+                return self._forward_with_grad(backend, q, k, v, layer, step, layout,
+                                               return_lse, key_lengths)
         with self._lock:
             runner = self._runner(backend)
             self._last_runner = runner
@@ -392,6 +398,22 @@ class VideoAttention(GroupForward):
         report = self._core.forward(*descs, lse_address, layout, layer, step, key_lengths)
         del held  # copies of odd views stay alive until the core has returned
         return (out, lse, report) if return_lse else (out, report)
+
+    def _forward_with_grad(self, backend, q, k, v, layer, step, layout, return_lse, key_lengths):
+        """Inputs that require grad (torch/_torch_video/grad.py): the flex backend on a GPU
+        keeps FlexAttention's graph; elsewhere the forward runs without one and the
+        output's backward raises naming the backend."""
+        from ._torch_video.grad import forward_only, no_backward
+
+        refuse = not backend.any_device or q.device.type == "cpu"
+        with forward_only(refuse):
+            result = self._forward_local(q.detach() if refuse else q, k.detach() if refuse else k,
+                                         v.detach() if refuse else v, layer, step, layout,
+                                         return_lse, key_lengths)
+        if not refuse:
+            return result
+        who = f"VideoAttention on backend {backend.name!r} with {q.device.type} tensors"
+        return (no_backward(result[0], who, q, k, v),) + tuple(result[1:])
 
     def _runner(self, backend):  # under self._lock
         if backend.name not in self._runners:

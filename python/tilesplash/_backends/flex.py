@@ -43,8 +43,17 @@ class FlexBackend(Backend):
 
             return flex_attention_op(q, k, v, mask, layout, scale, block_q, block_kv, *window)
         from .._flex.attention import flex_masked_attention
+        from .._torch_video.grad import forward_only, no_backward, wants_grad
 
-        return flex_masked_attention(q, k, v, mask, layout, scale, block_q, block_kv, window)
+        # FlexAttention has no backward on CPU tensors: the forward runs, its backward raises.
+        refuse = q.device.type == "cpu" and wants_grad(q, k, v)
+        with forward_only(refuse):
+            out, lse = flex_masked_attention(q, k, v, mask, layout, scale, block_q, block_kv,
+                                             window)
+        if refuse:
+            out = no_backward(out, "tilesplash.attention on backend 'flex' with cpu tensors",
+                              q, k, v)
+        return out, lse
 
     def merge(self, out_a, lse_a, out_b, lse_b, layout):
         from .._lse_merge import merge_lse

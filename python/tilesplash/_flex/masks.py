@@ -190,7 +190,7 @@ def stacked_mask_mod(plans: list, block_q: int, block_kv: int, q_len: int, devic
 
 
 def assemble(plans: list, head_plan, block_q: int, block_kv: int, q_len: int, kv_len: int,
-             device, per_head: bool, mask_mod: str = "auto") -> BlockMask:
+             device, per_head: bool, mask_mod: str = "auto", grad: bool = False) -> BlockMask:
     """A BlockMask from distinct plans' DeviceTables and each head's plan index.
 
     per_head False: one plan for every head (arrays [1, 1, ...]); else
@@ -216,7 +216,8 @@ def assemble(plans: list, head_plan, block_q: int, block_kv: int, q_len: int, kv
                                 _padded_stack(plans, "row_ends", device), q_len, head_step)
     else:
         function = _table_mod(plans, head_table, block_q, block_kv, head_step, device)
-    extra = {"compute_q_blocks": False} if _COMPUTE_Q_BLOCKS else {}
+    # The q-block lists serve FlexAttention's backward only (grad mode).
+    extra = {"compute_q_blocks": grad} if _COMPUTE_Q_BLOCKS else {}
     block_mask = BlockMask.from_kv_blocks(
         stack("partial_num"), stack("partial_idx"), stack("full_num"), stack("full_idx"),
         BLOCK_SIZE=(block_q, block_kv), mask_mod=function, seq_lengths=(q_len, kv_len), **extra)
@@ -244,8 +245,9 @@ def block_mask_for(masks, q_len: int, kv_len: int, block_q: int, block_kv: int, 
     if per_head is None:
         per_head = isinstance(masks, (list, tuple))
     heads = list(masks) if per_head else [masks]
+    grad = torch.is_grad_enabled()  # a backward needs the BlockMask's q-block lists
     key = (tuple(heads), per_head, q_len, kv_len, block_q, block_kv, tuple(window), str(device),
-           mask_mod)
+           mask_mod, grad)
     found = _lru_get(_MASK_CACHE, key)
     if found is not None:
         return found
@@ -253,7 +255,7 @@ def block_mask_for(masks, q_len: int, kv_len: int, block_q: int, block_kv: int, 
     head_plan = [distinct.setdefault(m, len(distinct)) for m in heads]
     plans = [device_tables(m, q_len, kv_len, block_q, block_kv, window, device) for m in distinct]
     return _lru_put(_MASK_CACHE, key, assemble(plans, head_plan, block_q, block_kv, q_len, kv_len,
-                                               device, per_head, mask_mod))
+                                               device, per_head, mask_mod, grad))
 
 
 def clear_caches() -> None:
