@@ -26,7 +26,14 @@ Importing this module imports torch.
 from __future__ import annotations
 
 from ._flex.kernel import RECOMPILE_LIMIT, compiled_flex, run_flex
-from ._flex.masks import block_mask_for, clear_caches as _clear_masks, table_mask_mod
+from ._flex.masks import (
+    CACHE_BYTES,
+    block_mask_for,
+    cache_bytes,
+    clear_caches as _clear_masks,
+    set_cache_bytes,
+    table_mask_mod,
+)
 from ._flex.tables import clear_cache as _clear_tables
 from ._flex.options import (
     choices as _choices,
@@ -45,8 +52,11 @@ __all__ = [
     "CANDIDATES",
     "RECOMPILE_LIMIT",
     "block_mask",
+    "CACHE_BYTES",
+    "cache_bytes",
     "cache_path",
     "clear_caches",
+    "set_cache_bytes",
     "compiled_flex",
     "kernel_options",
     "kernel_options_for",
