@@ -82,6 +82,15 @@ class Lane:
         return found
 
 
+def _gather(x, index):
+    """x's rows `index` ([B, H, N, d], along N) in x's own memory order: a [B, N, H, d]
+    input's view stays one, so every lane's call sees the strides of the original-order
+    call and one compiled kernel serves them all (dynamo guards on strides)."""
+    if x.stride(1) < x.stride(2):  # heads inside tokens (a bnhd view)
+        return x.transpose(1, 2).index_select(1, index).transpose(1, 2)
+    return x.index_select(2, index)
+
+
 def run_lane(runner, lane, slot_of_head, q, k, v, need_lse):
     """One lane over every head of one batch entry ([1, H, N, d]): (out, lse) in the
     original row order; heads outside the lane give 0 and -inf."""
@@ -89,7 +98,7 @@ def run_lane(runner, lane, slot_of_head, q, k, v, need_lse):
     device = q.device
     if lane.order is not None:
         q_order, kv_order = lane.order
-        q, k, v = q.index_select(2, q_order), k.index_select(2, kv_order), v.index_select(2, kv_order)
+        q, k, v = _gather(q, q_order), _gather(k, kv_order), _gather(v, kv_order)
     band = lane.tables("band", n, n, runner.block, device)
     first = lane.members[0][1]  # tuned options: the lane's first mask's family and shape
     o, l = runner.call(q, k, v, band.block_mask(slot_of_head, grad), n,
@@ -97,7 +106,7 @@ def run_lane(runner, lane, slot_of_head, q, k, v, need_lse):
     if lane.extra is not None:
         keys, count = lane.extra
         segment = lane.tables("segment", count, n, runner.block, device)
-        o2, l2 = runner.call(q, k.index_select(2, keys), v.index_select(2, keys),
+        o2, l2 = runner.call(q, _gather(k, keys), _gather(v, keys),
                              segment.block_mask(slot_of_head, grad), count, True, first)
         o, l = merge_lse([o, o2], [l, l2])
         o = o.to(q.dtype)
