@@ -126,3 +126,51 @@ def test_routing_work_does_not_grow_with_the_candidates():
     two, five, ladder = (_routing_ops(c) for c in (2, 5, 16))
     assert two == five == ladder
     assert two["aten::exp"] == 1 and two["aten::bmm"] == 2
+
+
+class _Scheduler:
+    """What tilesplash reads of a diffusers scheduler: the step index and the timesteps."""
+
+    def __init__(self, steps):
+        self.timesteps = torch.linspace(999, 0, steps)
+        self.step_index = None
+        self.begin_index = None
+
+
+class _Pipeline:
+    def __init__(self, transformer, scheduler):
+        self.transformer, self.scheduler = transformer, scheduler
+        self.components = {"transformer": transformer, "scheduler": scheduler}
+
+
+def test_a_steady_state_wan_step_never_reads_the_device():
+    """An enabled tiny Wan transformer, its steps counted by a pipeline's scheduler: a
+    forward at a new step reads nothing back (the drop-in files each call's report with
+    its heads still on the device)."""
+    pytest.importorskip("diffusers")
+    import tilesplash.diffusers as tsd
+    from diffusers_tiny import tiny_wan, wan_inputs
+
+    model = tiny_wan()
+    scheduler = _Scheduler(10)
+    handle = tsd.enable(_Pipeline(model, scheduler), density=0.25, backend="flex",
+                        dense_layers=1, dense_steps=1)
+    hidden, text = wan_inputs()
+    try:
+        with torch.no_grad():
+            for step in range(4):
+                scheduler.step_index = step if step else None
+                timestep = scheduler.timesteps[step].expand(1)
+                if step < 2:  # step 0 (dense) and the shapes' first routed step
+                    model(hidden_states=hidden, timestep=timestep, encoder_hidden_states=text,
+                          return_dict=False)
+                    continue
+                with counted_reads() as counts:
+                    model(hidden_states=hidden, timestep=timestep, encoder_hidden_states=text,
+                          return_dict=False)
+                assert not counts, (step, dict(counts))
+        records = handle.report()
+        assert [r["step"] for r in records][-2:] == [3, 3]
+        assert any(h["routed"] for r in records for h in r["heads"])
+    finally:
+        handle.remove()

@@ -61,6 +61,19 @@ class LazyReport(dict):
     def __repr__(self) -> str:
         return dict.__repr__(self._filled())
 
+    def updated(self, fields: dict) -> "LazyReport":
+        """A copy with `fields` added, its heads still pending when these are (a caller
+        that files the report away, as the diffusers drop-in does per call, need not
+        wait for the device)."""
+        if self._fill is None:
+            return LazyReport({**dict(self.items()), **fields}, lambda heads=self["heads"]: heads)
+        values = {key: dict.__getitem__(self, key) for key in dict.keys(self) if key != "heads"}
+        return LazyReport({**values, **fields}, self._fill)
+
+    def peek(self, key, default=None):
+        """A value other than "heads", without filling the heads."""
+        return dict.get(self, key, default)
+
     def __reduce__(self):  # pickles as the plain dict it stands for
         return (dict, (dict(self.items()),))
 
