@@ -39,7 +39,7 @@ from .._methods import cluster_choice, method_flag
 from .._layouts import from_bhnd, lse_to_layout, to_bhnd
 from .._lse_merge import merge_lse
 from .attention import check_device, check_finite
-from .kernel import run_flex
+from .kernels import KernelRefused, choose as choose_kernel
 from .masks import block_mask_for
 from .._torch_video.report import call_report, head_report
 from .._torch_video.route import decide, sampled_scores
@@ -95,6 +95,7 @@ class FlexVideo:
         self._orders: dict = {}
         self._row_masks: OrderedDict = OrderedDict()
         self._routed_layers: dict = {}
+        self.kernels_used: dict = {}  # kernel name -> {kernel passed over: why}, this call
         self._visited_cache: dict = {}
         self.clusters = None
         if method_flag(owner.method, "data_driven"):
@@ -163,8 +164,15 @@ class FlexVideo:
         (its family and shape; None: the device's first choice)."""
         options = None if mask is None else kernel_options_for(
             q.device, mask, self.tokens, kv_len, int(q.shape[3]), q.dtype, self.block)
-        return run_flex(q, k, v, block_mask, self.scale, compile=self.compile,
-                        return_lse=need_lse, kernel_options=options)
+        while True:  # the first kernel that runs the call (kernels/__init__.py)
+            kernel, passed = choose_kernel(block_mask, q, need_lse)
+            try:
+                result = kernel.run(q, k, v, block_mask, self.scale, compile=self.compile,
+                                    need_lse=need_lse, kernel_options=options)
+            except KernelRefused:
+                continue
+            self.kernels_used[kernel.name] = dict(passed)
+            return result
 
     def candidate_visited(self, name, band, segment, key_limit, original) -> float:
         """Pairs inside the tiles a head of candidate `name` visits, over n^2: its band's
@@ -182,10 +190,7 @@ class FlexVideo:
         bm = block_mask_for(list(masks), self.tokens, kv_len, *self.block, q.device)
         # Tuned kernel options (GPUs): those of the first head's mask family and shape.
         first = next((m for m in masks if m is not None), None)
-        options = None if first is None else kernel_options_for(
-            q.device, first, self.tokens, kv_len, int(q.shape[3]), q.dtype, self.block)
-        return run_flex(q, k, v, bm, self.scale, compile=self.compile, return_lse=need_lse,
-                        kernel_options=options)
+        return self.call(q, k, v, bm, kv_len, need_lse, first)
 
     def group_of_candidates(self, choices):
         """{group key: [heads]}: ("original",) or ("order", name-of-order, extra) or ("svg2",)."""
@@ -444,6 +449,7 @@ class FlexVideo:
                              device=q.device)
             return out, lse_to_layout(lse, layout), report
         outs, lses, heads_of = [], [], []
+        self.kernels_used = {}
         dense = warmup or self.force == "dense"
         for b in range(batch):
             qe, ke, ve = qb[b:b + 1], kb[b:b + 1], vb[b:b + 1]
@@ -469,6 +475,7 @@ class FlexVideo:
                 if dense and not return_lse:
                     # Dense work on SDPA (cuDNN / flash on a GPU), not through a BlockMask.
                     out, lse = self._dense_sdpa(qe, ke, ve, scale, key_limit, info), None
+                    self.kernels_used["sdpa"] = {}
                 else:
                     out, lse = self.run_batch_entry(qe, ke, ve, choices, return_lse, info,
                                                     key_limit, layer)
@@ -479,6 +486,9 @@ class FlexVideo:
             lses.append(lse)
         out = outs[0] if batch == 1 else torch.cat(outs)
         report.update(totals)
+        # The kernels that ran the call's FlexAttention calls and, per kernel, those passed
+        # over with why ("sdpa": dense work on torch's SDPA).
+        report["kernels"] = dict(self.kernels_used)
         report["total_seconds"] = report["seconds"] = time.perf_counter() - start
         seconds = totals["attention_seconds"] / (batch * heads)
         report = call_report(report, heads_of, seconds, routed, self.candidates,
