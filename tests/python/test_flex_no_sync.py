@@ -21,6 +21,7 @@ import pytest
 from tilesplash import VideoAttention, VideoGeometry, _core
 
 torch = pytest.importorskip("torch")
+from tilesplash._flex.row_rules import RowRules  # noqa: E402
 from tilesplash._torch_video.route import decide, sampled_scores  # noqa: E402
 
 READS = ("item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__", "__index__")
@@ -189,3 +190,45 @@ def test_a_steady_state_wan_step_never_reads_the_device():
         assert any(h["routed"] for r in records for h in r["heads"])
     finally:
         handle.remove()
+
+
+@pytest.mark.parametrize("geometry", [VideoGeometry(3, 5, 7), G,
+                                      VideoGeometry(4, 6, 8, text=3, text_at="before")],
+                         ids=["video", "text_after", "text_before"])
+@pytest.mark.parametrize("options", [dict(density=0.3, sink=True), dict(density=0.3),
+                                     dict(method="radial", density=0.3),
+                                     dict(method="sta", density=0.3),
+                                     dict(method="mix", density=0.3), dict(error=0.1, sink=True)],
+                         ids=["svg_sink", "svg", "radial", "sta", "mix", "ladder"])
+def test_row_masks_made_on_the_device_are_the_librarys(geometry, options):
+    """Each candidate's mask on the sampled rows, from its rule on the device (row
+    intervals in its run order, its key segment), equals Mask.rows on the host."""
+    layer = VideoAttention(geometry, samples=12, **options)
+    runs = [layer.candidate_run(name) for name, _ in layer.candidates]
+    rules = RowRules.build(runs, geometry.tokens, "cpu")
+    assert rules is not None
+    for layer_index, step in ((0, 0), (2, 3), (5, 9)):
+        rows = layer.sampled_rows(layer_index, step)
+        host = np.stack([layer.mask(name).rows(rows, geometry.tokens)
+                         for name, _ in layer.candidates])
+        np.testing.assert_array_equal(rules.keeps(torch.as_tensor(rows)).numpy(), host)
+
+
+def _row_mask_ops(options):
+    layer = VideoAttention(VideoGeometry(4, 6, 8), samples=12, **options)
+    rules = RowRules.build([layer.candidate_run(name) for name, _ in layer.candidates],
+                           layer.geometry.tokens, "cpu")
+    rows = torch.as_tensor(layer.sampled_rows(1, 2))
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        rules.keeps(rows)
+    return len(layer.candidates), collections.Counter(
+        e.name for e in prof.events() if e.name.startswith("aten::"))
+
+
+def test_row_masks_do_not_grow_with_the_candidates():
+    """2 candidates, 4 (mix) and a ladder of 10: the same operators."""
+    counts = [_row_mask_ops(o) for o in (dict(density=0.3, sink=True),
+                                         dict(method="mix", density=0.3, sink=True),
+                                         dict(error=0.1, sink=True))]
+    assert [c for c, _ in counts] == [2, 4, 10]
+    assert counts[0][1] == counts[1][1] == counts[2][1]

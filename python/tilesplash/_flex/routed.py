@@ -139,6 +139,7 @@ class RoutedLayer:
         n, count = runner.tokens, len(names)
         self.lanes, lane_of = [], np.zeros(count, np.int64)
         self.visited = [0.0] * count  # pairs of the tiles visited / n^2, per candidate
+        self.skipped = [0.0] * count  # pairs of them the sink segment skips (tile)
         for key, members in runner.group_of_candidates(names).items():
             calls = runner.group_calls(key, members, names, key_limit)
             band, segment = calls[0][0], (calls[1][0] if len(calls) > 1 else None)
@@ -157,7 +158,7 @@ class RoutedLayer:
                 (c, band[c], None if segment is None else segment[c]) for c in members]))
             for c in members:
                 lane_of[c] = len(self.lanes) - 1
-                self.visited[c] = runner.candidate_visited(
+                self.visited[c], self.skipped[c] = runner.candidate_visited(
                     names[c], band[c], None if segment is None else (segment[c], calls[1][1]),
                     key_limit, key[0] == "original")
         self.slots = [lane.slots(count, device) for lane in self.lanes]

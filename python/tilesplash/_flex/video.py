@@ -44,6 +44,7 @@ from .masks import block_mask_for
 from .._torch_video.report import call_report, head_report
 from .._torch_video.route import decide, sampled_scores
 from .routed import RoutedLayer
+from .row_rules import RowRules
 from .tables import plan_tables
 from .tuning import kernel_options_for
 
@@ -95,6 +96,7 @@ class FlexVideo:
         self._orders: dict = {}
         self._row_masks: OrderedDict = OrderedDict()
         self._routed_layers: dict = {}
+        self._row_rules: dict = {}  # device -> RowRules, or None: host row masks
         self.kernels_used: dict = {}  # kernel name -> {kernel passed over: why}, this call
         self._visited_cache: dict = {}
         self.clusters = None
@@ -114,9 +116,17 @@ class FlexVideo:
         found = self._row_masks.get(key)
         if found is None:
             rows = self.owner.sampled_rows(layer, step)
-            masks = np.stack([self.owner.mask(name).rows(rows, self.tokens)
-                              for name, _ in self.candidates])
-            found = (_upload(rows, device), _upload(masks, device))
+            rules = self._row_rules.get(str(device), False)
+            if rules is False:  # once per device: each candidate's rule on the device
+                rules = self._row_rules[str(device)] = RowRules.build(
+                    [self.runs[name] for name, _ in self.candidates], self.tokens, device)
+            if rules is not None:  # only the row indices travel
+                uploaded = _upload(rows, device)
+                found = (uploaded, rules.keeps(uploaded))
+            else:  # a mask of many runs per row: evaluated by the library on the host
+                masks = np.stack([self.owner.mask(name).rows(rows, self.tokens)
+                                  for name, _ in self.candidates])
+                found = (_upload(rows, device), _upload(masks, device))
             self._row_masks[key] = found
             while len(self._row_masks) > 4:  # CFG calls each layer and step twice
                 self._row_masks.popitem(last=False)
@@ -174,17 +184,27 @@ class FlexVideo:
             self.kernels_used[kernel.name] = dict(passed)
             return result
 
-    def candidate_visited(self, name, band, segment, key_limit, original) -> float:
-        """Pairs inside the tiles a head of candidate `name` visits, over n^2: its band's
-        plan (band: the mask its call runs) and, in another order, the segment call's
-        (segment: None or (mask, key count))."""
+    def candidate_visited(self, name, band, segment, key_limit, original):
+        """(pairs inside the tiles a head of candidate `name` visits, pairs of them its
+        segment skips), over n^2: its band's plan (band: the mask its call runs) and, in
+        another order, the segment call's (segment: None or (mask, key count))."""
         n = self.tokens
         if original:
             return self._tiles_visited(self.runs[name], band, key_limit)
-        visited = self._visited(band, n, n)
+        visited, skipped = self._visited(band, n, n), 0.0
         if segment is not None:
             visited += self._visited(segment[0], n, segment[1])
-        return visited / (n * n)
+            skipped = self._segment_skipped(segment[0], segment[1])
+        return visited / (n * n), skipped
+
+    def _segment_skipped(self, mask, count) -> float:
+        """Tile granularity: the pairs of a segment's visited tiles that it skips (its
+        partial tiles hold the band's pairs: head_runs.cc), over n^2; else 0."""
+        if self.granularity != "tile":
+            return 0.0
+        n = self.tokens
+        kept = plan_tables(mask, n, count, *self.block).kept_pairs
+        return (self._visited(mask, n, count) - kept) / (n * n)
 
     def _flex(self, q, k, v, masks, kv_len, need_lse):
         bm = block_mask_for(list(masks), self.tokens, kv_len, *self.block, q.device)
@@ -311,13 +331,14 @@ class FlexVideo:
         segment = run["mask"].tile_granular(n, n, bq, bk) & Mask.key_range(first, first + count)
         return band | segment
 
-    def _tiles_visited(self, run, mask, key_limit) -> float:
-        """A head's visited pairs / n^2 as the native backend counts them: the rounded band's
-        plan, plus the segment's own plan when the head has one (tile granularity)."""
+    def _tiles_visited(self, run, mask, key_limit):
+        """(a head's visited pairs / n^2 as the native backend counts them, the pairs of
+        them its segment skips / n^2): the rounded band's plan, plus the segment's own
+        plan when the head has one (tile granularity)."""
         n = self.tokens
         if self.granularity != "tile" or run is None or run["extra"] is None \
                 or run["order"] is not None:
-            return self._visited(mask, n, n) / (n * n)
+            return self._visited(mask, n, n) / (n * n), 0.0
         extra = run["extra"]
         band = run["run_mask"].tile_granular(n, n, *self.block)
         if key_limit is not None:
@@ -325,7 +346,8 @@ class FlexVideo:
         segment = Mask(_core.Mask.segment_minus(
             core_mask(extra["mask"].tile_granular(n, extra["count"], *self.block)),
             core_mask(band), extra["first"], extra["stride"]))
-        return (self._visited(band, n, n) + self._visited(segment, n, extra["count"])) / (n * n)
+        visited = self._visited(band, n, n) + self._visited(segment, n, extra["count"])
+        return visited / (n * n), self._segment_skipped(segment, extra["count"])
 
     def block_masks(self, choices, device, key_limit=None):
         """The BlockMasks one batch entry with these per-head choices runs on (svg2's,
@@ -356,17 +378,18 @@ class FlexVideo:
                 ((masks, _),) = self.group_calls(key, group, choices, key_limit)
                 o, l = self._flex(qb, kb, vb, masks, n, need_lse)
                 for h in group:
-                    info[h]["tiles_visited"] = self._tiles_visited(
+                    info[h]["tiles_visited"], info[h]["skipped"] = self._tiles_visited(
                         self.runs.get(choices[h]), masks[h], key_limit)
             else:
                 o, l = self._run_permuted(qb, kb, vb, choices, group,
                                           self.group_calls(key, group, choices, key_limit),
                                           need_lse, info)
             parts.append((group, o, l))
-        if self.granularity == "tile":  # a rounded mask's density: its visited full tiles
-            for h, choice in enumerate(choices):
-                if choice not in ("dense", cluster_choice()):
-                    info[h]["density"] = info[h]["tiles_visited"]
+        for h, choice in enumerate(choices):
+            skipped = info[h].pop("skipped", 0.0)  # by the sink segment (head_runs.cc)
+            if self.granularity == "tile" and choice not in ("dense", cluster_choice()):
+                # rounded masks' density: the pairs they keep
+                info[h]["density"] = info[h]["tiles_visited"] - skipped
         if len(parts) == 1:
             return parts[0][1], parts[0][2]
         out, lse = parts[0][1], parts[0][2]
@@ -403,6 +426,7 @@ class FlexVideo:
             o, l = merge_lse([o, o2], [l, l2])
             for h in group:
                 info[h]["tiles_visited"] += self._visited(masks[h], n, count) / (n * n)
+                info[h]["skipped"] = self._segment_skipped(masks[h], count)
         start = time.perf_counter()
         out = torch.empty_like(o, dtype=q.dtype).index_copy_(2, q_order, o.to(q.dtype))
         lse = torch.empty_like(l).index_copy_(2, q_order, l) if need_lse else None

@@ -90,7 +90,8 @@ def head_report(candidates, batch, head, choice, routed, decision) -> dict:
             "error": None if decision is None else decision[2],
             "target_met": True if decision is None else decision[3],
             "density": density, "tiles_visited": 1.0, "seconds": 0.0, "permute_seconds": 0.0,
-            "cluster_seconds": 0.0, "plan_seconds": 0.0}
+            "cluster_seconds": 0.0, "plan_seconds": 0.0, "compensated": False,
+            "compensation_seconds": 0.0}
 
 
 def call_report(report, heads_of, seconds, routed, candidates, granularity):
@@ -112,8 +113,8 @@ def call_report(report, heads_of, seconds, routed, candidates, granularity):
                 info = head_report(candidates, b, h, candidates[i][0], True,
                                    (i, mse[h], errors[h][i], met[h]))
                 info["tiles_visited"] = plan.visited[i]
-                if granularity == "tile":  # a rounded mask's density: its visited tiles
-                    info["density"] = plan.visited[i]
+                if granularity == "tile":  # rounded masks' density: the pairs they keep
+                    info["density"] = plan.visited[i] - plan.skipped[i]
                 info["seconds"] = seconds
                 rows.append(info)
         return rows
