@@ -3,6 +3,7 @@ order on the device, or per-head BlockMasks on the original order. CPU,
 compiled FlexAttention (the inductor C++ template), same run.
 
     PYTHONPATH=build/python .venv/bin/python bench/flex_strategies.py [--frames 21 --height 24 --width 32]
+    ... bench/flex_strategies.py --tiny    # a tiny eager dry run (CI: tests/python/test_flex_strategies_bench.py)
 
 For one layer whose heads all run the same non-original-order candidate:
 - per_head: one call, each head's mask (temporal | sink, or the sta window)
@@ -30,7 +31,7 @@ import tilesplash
 from tilesplash._flex.kernel import run_flex
 from tilesplash._flex.masks import block_mask_for
 from tilesplash._flex.tables import plan_tables
-from tilesplash._flex.video import merge_lse
+from tilesplash._lse_merge import merge_lse
 
 
 def timed(function, repeats):
@@ -48,7 +49,7 @@ def tiles(mask, q_len, kv_len, block):
     return {"visited": int((t.tiles != 0).sum()), "partial": int((t.tiles >= 2).sum())}
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--frames", type=int, default=21)
     parser.add_argument("--height", type=int, default=24)
@@ -58,7 +59,14 @@ def main():
     parser.add_argument("--density", type=float, default=0.25)
     parser.add_argument("--block", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    parser.add_argument("--tiny", action="store_true",
+                        help="a dry run: a 2 x 4 x 8 geometry, 2 heads, d 16, blocks of 16, one "
+                             "eager repeat (checks the script runs; its times mean nothing)")
+    args = parser.parse_args(argv)
+    if args.tiny:
+        args.frames, args.height, args.width, args.heads, args.dim = 2, 4, 8, 2, 16
+        args.block, args.repeats = 16, 1
+    compiled = not args.tiny
     g = tilesplash.VideoGeometry(args.frames, args.height, args.width)
     n, heads, block = g.tokens, args.heads, args.block
     torch.manual_seed(0)
@@ -74,7 +82,7 @@ def main():
             run = layer.candidate_run(name)
             whole = run["mask"]
             bm_whole = block_mask_for([whole] * heads, n, n, block, block, "cpu")
-            per_head = timed(lambda: run_flex(q, k, v, bm_whole, None, compile=True,
+            per_head = timed(lambda: run_flex(q, k, v, bm_whole, None, compile=compiled,
                                               return_lse=False), args.repeats)
             order = torch.as_tensor(run["order"])
             bm_run = block_mask_for([run["run_mask"]] * heads, n, n, block, block, "cpu")
@@ -87,12 +95,12 @@ def main():
 
             def permuted():
                 qr, kr, vr = (x.index_select(2, order) for x in (q, k, v))
-                out, _ = run_flex(qr, kr, vr, bm_run, None, compile=True, return_lse=False)
+                out, _ = run_flex(qr, kr, vr, bm_run, None, compile=compiled, return_lse=False)
                 if extra is not None:
                     ks, vs = kr.index_select(2, keys), vr.index_select(2, keys)
-                    out2, _ = run_flex(qr, ks, vs, bm_extra, None, compile=True,
+                    out2, _ = run_flex(qr, ks, vs, bm_extra, None, compile=compiled,
                                        return_lse=False)
-                    out, _ = merge_lse(out, stand_in, out2, stand_in)
+                    out, _ = merge_lse([out, out2], [stand_in, stand_in])
                 return torch.empty_like(out).index_copy_(2, order, out)
 
             permute = timed(permuted, args.repeats)
@@ -107,6 +115,7 @@ def main():
                 "per_head_over_permute": per_head / permute,
             }
     print(json.dumps(results, indent=1))
+    return results
 
 
 if __name__ == "__main__":

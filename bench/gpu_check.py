@@ -1,4 +1,6 @@
-"""The measurements of bench/gpu_check.sh, printed as one JSON object.
+"""The measurements of bench/gpu_check.sh: one JSON line per part as it ends ({"part",
+"seconds" since the start, "result", "kernel_options" chosen so far}), then the
+whole as one JSON object on the last line.
 
     python bench/gpu_check.py                       # on a CUDA GPU (what gpu_check.sh runs)
     python bench/gpu_check.py --device cpu --tiny   # dry run: every part, tiny shapes, eager
@@ -20,7 +22,9 @@
     "tile" granularity, same tensors, same run: times, first calls, compiles,
     densities and the partial blocks of each BlockMask (0: no mask_mod runs).
 Times are medians of `--repeats` runs after a warm-up (compiles included in the
-warm-up, reported apart as first-call seconds), with the device synchronised.
+warm-up, reported apart as first-call seconds), with the device synchronised; every
+timed routed call is a new layer and step (new sampled rows and choices, as a
+diffusers run makes them), and every timed block call a new timestep.
 "kernel_options" lists the FlexAttention options tilesplash chose and ran.
 Each part is guarded: a failing part records its error and the others still run.
 """
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import math
 import pathlib
@@ -170,8 +175,13 @@ def routed_layer(name, shape, device, dtype, repeats, compile_masks):
     qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
     report = {}
 
+    calls = itertools.count()
+
     def sparse():
-        report["last"] = layer(q, k, v, layer=1, step=5)[1]
+        # A new layer and step per call, as a diffusers run makes them: new sampled rows,
+        # new routing choices, nothing reused from the call before.
+        call = next(calls)
+        report["last"] = layer(q, k, v, layer=1 + call % 30, step=5 + call // 30)[1]
 
     with torch.no_grad():
         dense = dense_sdpa(qt, kt, vt, device, repeats)
@@ -235,8 +245,9 @@ def tile_part(shape, device, dtype, repeats):
                                               granularity=granularity)
             report = {}
 
-            def sparse(layer=layer, report=report):
-                report["last"] = layer(q, k, v, layer=1, step=5)[1]
+            def sparse(layer=layer, report=report, calls=itertools.count()):
+                call = next(calls)  # a new layer and step per call
+                report["last"] = layer(q, k, v, layer=1 + call % 30, step=5 + call // 30)[1]
 
             before = compiles()
             seconds, first = timed(sparse, device, repeats)
@@ -298,7 +309,8 @@ def wan_block(device, dtype, latent, tiny, repeats, steps=10):
             sync(device)
             step_seconds.append(time.perf_counter() - start)
         run_compiles = compiles() - before
-        ours_s, _ = timed(lambda: run(1000.0 - 100.0 * (steps - 1)), device, repeats)
+        timesteps = itertools.count()  # a new step per call, as a denoising run makes
+        ours_s, _ = timed(lambda: run(50.0 - 0.1 * next(timesteps)), device, repeats)
         sparse = run(1000.0 - 100.0 * (steps - 1))
         choices = [h["choice"] for h in handle.report()[-1]["heads"]]
     finally:
@@ -328,7 +340,16 @@ def main(argv=None):
                              "survives a run stopped by its time limit)")
     args = parser.parse_args(argv)
 
-    def checkpoint():
+    started = time.perf_counter()
+
+    def checkpoint(part=None):
+        """After a part: its JSON line on stdout at once (what a run stopped by its time
+        limit has printed), with the kernel options chosen so far, and the whole so far
+        in --partial."""
+        if part is not None:
+            line = {"part": part, "seconds": round(time.perf_counter() - started, 1),
+                    "result": out[part], "kernel_options": kernel_options()}
+            print(json.dumps(line, default=_json_default), flush=True)
         if args.partial:
             with open(args.partial, "w") as f:
                 json.dump(out, f, indent=1, default=str)
@@ -350,7 +371,7 @@ def main(argv=None):
     compile_masks = device.type == "cuda" or not args.tiny
     out["band"] = ("skipped" if "band" in skip else
                    guarded(band_part, shapes["480p"], device, dtype, args.repeats))
-    checkpoint()
+    checkpoint("band")
     for part in ("a", "b"):
         out[part] = {} if part not in skip else "skipped"
     if "a" not in skip or "b" not in skip:
@@ -363,6 +384,8 @@ def main(argv=None):
             if isinstance(out["b"], dict):
                 out["b"][name] = b
             checkpoint()
+    checkpoint("a")
+    checkpoint("b")
     out["c"] = {} if "c" not in skip else "skipped"
     if "c" not in skip:
         latents = TINY_BLOCK_LATENTS if args.tiny else BLOCK_LATENTS
@@ -370,15 +393,23 @@ def main(argv=None):
             out["c"][name] = guarded(wan_block, device, dtype, latent, args.tiny,
                                      max(1, args.repeats // 2))
             checkpoint()
+    checkpoint("c")
     out["t"] = ("skipped" if "t" in skip else
                 guarded(tile_part, shapes["480p"], device, dtype, args.repeats))
-    checkpoint()
-    out["kernel_options"] = [{"context": list(map(str, context)), "options": options}
-                             for context, options in tilesplash.flex.kernel_options_used()]
-    json.dump(out, sys.stdout, indent=1, default=lambda x: None if isinstance(x, float) and
-              math.isnan(x) else str(x))
-    print()
+    checkpoint("t")
+    out["kernel_options"] = kernel_options()
+    out["seconds"] = round(time.perf_counter() - started, 1)
+    print(json.dumps(out, default=_json_default), flush=True)  # the whole, last line
     return 0
+
+
+def kernel_options():
+    return [{"context": list(map(str, context)), "options": options}
+            for context, options in tilesplash.flex.kernel_options_used()]
+
+
+def _json_default(x):
+    return None if isinstance(x, float) and math.isnan(x) else str(x)
 
 
 if __name__ == "__main__":

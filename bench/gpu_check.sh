@@ -12,7 +12,7 @@
 #    system has none; bench/gpu_prepare.sh makes .gpu/ where there is network);
 # 2. installs diffusers from .gpu/wheels when the machine lacks it (part c);
 # 3. runs the GPU-marked tests (pytest -m gpu) and keeps their summary line;
-# 4. prints one JSON object (bench/gpu_check.py): (band) one 25% band, dense
+# 4. prints one JSON line per part as it ends and the whole last (bench/gpu_check.py): (band) one 25% band, dense
 #    SDPA flash and cuDNN against FlexAttention with create_block_mask's
 #    BlockMask and tilesplash; (a) Wan 2.1 480p / 720p dense SDPA against
 #    tilesplash 25% routed; (b) BlockMask building from plans against
@@ -42,6 +42,18 @@ stop() {
 started=$(date +%s)
 
 # -- 1. build ---------------------------------------------------------------------------------
+# The build's tools from .gpu/build-wheels where the machine lacks them (PyTorch alone).
+tools=/tmp/gpu_check_tools
+if ! command -v cmake >/dev/null || ! "$py" -m nanobind --cmake_dir >/dev/null 2>&1; then
+  if ls .gpu/build-wheels/*.whl >/dev/null 2>&1; then
+    "$py" -m pip install -q --no-index --no-deps --no-compile --target "$tools" \
+      .gpu/build-wheels/*.whl >"$logs/tools.log" 2>&1 || say "installing the build tools failed (log: $logs/tools.log)"
+    export PATH="$tools/bin:$PATH" PYTHONPATH="$tools${PYTHONPATH:+:$PYTHONPATH}"
+    say "build tools from .gpu/build-wheels"
+  fi
+  command -v cmake >/dev/null || stop build "cmake is missing: run bench/gpu_prepare.sh where there is network and carry .gpu"
+  "$py" -m nanobind --cmake_dir >/dev/null 2>&1 || stop build "nanobind is missing: run bench/gpu_prepare.sh where there is network and carry .gpu"
+fi
 prefix=()
 if ! echo '#include <nlohmann/json.hpp>' | c++ -x c++ -std=c++20 -fsyntax-only - 2>/dev/null; then
   if [ -d .gpu/prefix/include/nlohmann ]; then
@@ -92,6 +104,10 @@ timeout "${GPU_TESTS_TIMEOUT:-90}" "$py" -m pytest -q -p no:cacheprovider -m gpu
   >"$logs/pytest_gpu.log" 2>&1
 tests_rc=$?  # 124: stopped at its time limit
 summary=$(grep -E "(passed|failed|skipped|error|no tests ran)" "$logs/pytest_gpu.log" | tail -1)
+if [ "$tests_rc" -eq 124 ]; then
+  # Stopped at its cap before pytest's summary: say so, with what it had printed.
+  summary="stopped at ${GPU_TESTS_TIMEOUT:-90} s; last output: $(tail -c 300 "$logs/pytest_gpu.log" | tr '\n"' ' ')"
+fi
 say "gpu tests (rc $tests_rc): $summary"
 if [ "$tests_rc" -ne 0 ] && [ "$tests_rc" -ne 5 ]; then
   grep -E "^(FAILED|ERROR)|Error" "$logs/pytest_gpu.log" | head -20 >&2
@@ -99,12 +115,13 @@ fi
 
 # -- 4. the measurements ----------------------------------------------------------------------
 # shellcheck disable=SC2086
+# Each part's JSON line is printed as the part ends (tee), the whole on the last line.
 timeout "${GPU_CHECK_TIMEOUT:-210}" "$py" bench/gpu_check.py --pytest-summary "rc $tests_rc: $summary" \
   --skip "${GPU_CHECK_SKIP:-}" --partial "$logs/gpu_check.partial.json" ${GPU_CHECK_ARGS:-} \
-  >"$logs/gpu_check.json"
-rc=$?
+  | tee "$logs/gpu_check.jsonl"
+rc=${PIPESTATUS[0]}
 if [ "$rc" -eq 0 ]; then
-  cat "$logs/gpu_check.json"
+  tail -1 "$logs/gpu_check.jsonl" >"$logs/gpu_check.json"
 else
   say "bench/gpu_check.py stopped (rc $rc); the parts measured before it:"
   cat "$logs/gpu_check.partial.json" 2>/dev/null || echo '{}'

@@ -5,6 +5,7 @@
 #   .gpu/prefix/   nlohmann-json's headers and CMake package (header-only; the
 #                  C++ library needs it, the GPU image does not ship it)
 #   .gpu/wheels/   diffusers (pure Python) and importlib_metadata, for part (c)
+#   .gpu/build-wheels/  nanobind, cmake and ninja, for a machine without them
 # Then give .gpu to the device call's `carry`:
 #   run(command="bash bench/gpu_check.sh", carry=[".gpu"], timeout_s=540)
 set -euo pipefail
@@ -36,5 +37,11 @@ py="${PYTHON:-$repo/.venv/bin/python}"
 # pure-Python wheels: the same files for any Python 3 on any platform
 "$py" -m pip download --quiet --no-deps --only-binary=:all: -d "$out/wheels" \
   "diffusers==0.42.1" "importlib_metadata"
+# The build's tools, for a GPU machine with PyTorch alone (issue 34): nanobind (pure
+# Python, with its C++ sources), CMake and ninja (py3-none-manylinux x86_64 binaries).
+mkdir -p "$out/build-wheels"
+"$py" -m pip download --quiet --no-deps --only-binary=:all: -d "$out/build-wheels" \
+  --platform manylinux_2_17_x86_64 --python-version 3.12 --implementation py --abi none \
+  "nanobind" "cmake" "ninja"
 du -sh "$out"
 echo "gpu_prepare: .gpu is ready; carry it with bench/gpu_check.sh"

@@ -355,7 +355,6 @@ class VideoAttention(GroupForward):
     def _check_call(self, q, k, v, layer, step, layout, return_lse, key_lengths):
         """A call's arguments but the tensors' shapes, checked: (layout, layer, step,
         return_lse, key_lengths)."""
-        check_no_grad(q, k, v)
         layout = check_layout(layout)
         layer = check_int(layer, "layer", 0)
         step = check_int(step, "step", 0)
@@ -404,6 +403,12 @@ class VideoAttention(GroupForward):
             if len(key_lengths) != batch:
                 raise ValueError(f"key_lengths: expected one per batch entry ({batch}), got "
                                  f"{len(key_lengths)}")
+        if kind == "torch":
+            from ._torch_video.grad import wants_grad
+
+            if wants_grad(q, k, v):
+                return self._forward_with_grad(backend, q, k, v, layer, step, layout,
+                                               return_lse, key_lengths)
         with self._lock:
             runner = self._runner(backend)
             self._last_runner = runner
@@ -413,6 +418,22 @@ class VideoAttention(GroupForward):
         report = self._core.forward(*descs, lse_address, layout, layer, step, key_lengths)
         del held  # copies of odd views stay alive until the core has returned
         return (out, lse, report) if return_lse else (out, report)
+
+    def _forward_with_grad(self, backend, q, k, v, layer, step, layout, return_lse, key_lengths):
+        """Inputs that require grad (torch/_torch_video/grad.py): the flex backend on a GPU
+        keeps FlexAttention's graph; elsewhere the forward runs without one and the
+        output's backward raises naming the backend."""
+        from ._torch_video.grad import forward_only, no_backward
+
+        refuse = not backend.any_device or q.device.type == "cpu"
+        with forward_only(refuse):
+            result = self._forward_local(q.detach() if refuse else q, k.detach() if refuse else k,
+                                         v.detach() if refuse else v, layer, step, layout,
+                                         return_lse, key_lengths)
+        if not refuse:
+            return result
+        who = f"VideoAttention on backend {backend.name!r} with {q.device.type} tensors"
+        return (no_backward(result[0], who, q, k, v),) + tuple(result[1:])
 
     def _runner(self, backend):  # under self._lock
         if backend.name not in self._runners:
@@ -425,27 +446,12 @@ class VideoAttention(GroupForward):
         return f"tilesplash.VideoAttention({self.geometry}, method={self.method!r})"
 
 
-def check_no_grad(q, k, v) -> None:
-    """Refuses torch inputs that require grad while grad mode is on: the kernels have no
-    backward, so the output would be cut from the graph without a word (as
-    tilesplash.diffusers refuses it)."""
-    torch = torch_module()
-    if torch is None or not torch.is_grad_enabled():
-        return
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        if isinstance(x, torch.Tensor) and x.requires_grad:
-            raise RuntimeError(
-                f"{name}: requires grad, and tilesplash.VideoAttention is inference only (no "
-                f"backward): call it under torch.no_grad() or torch.inference_mode(), or pass "
-                f"{name}.detach()")
-
-
 def detached(q, k, v):
-    """q, k, v detached when grad mode is off (check_no_grad() refused them when it is
-    on): no graph is recorded either way, and FlexAttention on the CPU refuses inputs
-    that require grad even under torch.no_grad()."""
+    """q, k, v detached when grad mode is off: no graph is recorded either way, and
+    FlexAttention on the CPU refuses inputs that require grad even under
+    torch.no_grad(). In grad mode they stay as they are (_forward_with_grad)."""
     torch = torch_module()
-    if torch is None:
+    if torch is None or torch.is_grad_enabled():
         return q, k, v
     return tuple(x.detach() if isinstance(x, torch.Tensor) and x.requires_grad else x
                  for x in (q, k, v))

@@ -26,7 +26,14 @@ Importing this module imports torch.
 from __future__ import annotations
 
 from ._flex.kernel import RECOMPILE_LIMIT, compiled_flex, run_flex
-from ._flex.masks import block_mask_for, clear_caches as _clear_masks, table_mask_mod
+from ._flex.masks import (
+    CACHE_BYTES,
+    block_mask_for,
+    cache_bytes,
+    clear_caches as _clear_masks,
+    set_cache_bytes,
+    table_mask_mod,
+)
 from ._flex.tables import clear_cache as _clear_tables
 from ._flex.options import (
     choices as _choices,
@@ -37,6 +44,7 @@ from ._flex.options import (
 from ._flex.tuning import CANDIDATES, cache_path, kernel_options_for, tune
 from ._mask import as_mask
 from ._checks import FLEX_BLOCKS, check_int
+from ._tensors import is_torch
 from ._checks import check_blocks as _check_blocks
 from ._window import window_args
 
@@ -44,8 +52,11 @@ __all__ = [
     "CANDIDATES",
     "RECOMPILE_LIMIT",
     "block_mask",
+    "CACHE_BYTES",
+    "cache_bytes",
     "cache_path",
     "clear_caches",
+    "set_cache_bytes",
     "compiled_flex",
     "kernel_options",
     "kernel_options_for",
@@ -102,6 +113,9 @@ def kernel_options(q, block_mask=None, *, block_size=128):
     its mask_mod: block_mask's kind, or the table's when None), q's head dim and dtype and
     the sparse block (block_mask's, else block_size); None off CUDA (nothing to choose).
     q: a torch tensor [..., d]. Calls through tilesplash choose these themselves."""
+    if not is_torch(q):
+        raise TypeError(f"q: expected a torch tensor (its device, head dim and dtype choose the "
+                        f"options), got {type(q).__module__}.{type(q).__qualname__}")
     kind = _mask_mod_kind(block_mask)
     if block_mask is not None:
         block_size = tuple(int(b) for b in block_mask.BLOCK_SIZE)

@@ -148,7 +148,7 @@ def test_block_masks_leave_the_padded_tiles_out(choices, length):
     layer = VideoAttention(G, density=0.3, sink=True, backend="flex", block_q=BQ, block_kv=BK)
     runner = layer._runner(BACKENDS["flex"])
     masks = runner.block_masks(choices, "cpu", key_limit=length)
-    calls = [c for key, group in runner._groups(choices).items()
+    calls = [c for key, group in runner.group_of_candidates(choices).items()
              for c in runner.group_calls(key, group, choices)]  # the same calls, unpadded
     assert len(masks) == len(calls)
     for bm, (unpadded, kv_len) in zip(masks, calls):

@@ -29,7 +29,12 @@ def test_gpu_check_dry_run_covers_every_part():
     with contextlib.redirect_stdout(printed):
         assert module.main(["--device", "cpu", "--tiny", "--repeats", "1",
                             "--pytest-summary", "dry run"]) == 0
-    result = json.loads(printed.getvalue())
+    lines = [json.loads(line) for line in printed.getvalue().splitlines()]
+    # One line per part as it ends (with the kernel options so far), the whole last.
+    assert [line["part"] for line in lines[:-1]] == ["band", "a", "b", "c", "t"]
+    assert all(isinstance(line["kernel_options"], list) for line in lines[:-1])
+    result = lines[-1]
+    assert all(line["result"] == result[line["part"]] for line in lines[:-1])
     assert result["tiny"] and result["pytest_gpu"] == "dry run"
     for name in ("480p", "720p"):
         a, b = result["a"][name], result["b"][name]

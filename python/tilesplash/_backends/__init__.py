@@ -40,9 +40,4 @@ def resolve(backend, q) -> Backend:
     return chosen
 
 
-def backend_names() -> tuple[str, ...]:
-    """What backend= accepts."""
-    return NAMES
-
-
-__all__ = ["BACKENDS", "Backend", "NAMES", "backend_names", "check_backend", "resolve"]
+__all__ = ["BACKENDS", "Backend", "NAMES", "check_backend", "resolve"]

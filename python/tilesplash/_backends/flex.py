@@ -8,6 +8,13 @@ from .._tensors import is_torch
 from .base import Backend
 
 
+def _tracing() -> bool:
+    """Whether torch.compile is tracing the caller (torch is imported by then)."""
+    import torch
+
+    return torch.compiler.is_compiling()
+
+
 class FlexBackend(Backend):
     name = "flex"
     summary = "PyTorch FlexAttention (torch tensors on any device; docs/gpu.md)"
@@ -22,11 +29,31 @@ class FlexBackend(Backend):
             raise TypeError("backend: 'flex' runs torch tensors (FlexAttention); got "
                             f"{type(q).__module__}.{type(q).__qualname__} q")
 
+    def mask_argument(self, mask, kind):
+        # Under torch.compile the call becomes one opaque op that takes the SPEC and parses
+        # it when it runs: the traced code never calls into the extension (fullgraph=True).
+        from .._mask import as_mask, spec_of
+
+        return spec_of(mask) if _tracing() else as_mask(mask)
+
     def attention(self, q, k, v, *, mask, layout, scale, block_q, block_kv, threads, window,
                   context, precision, kind, compensate=False):
-        from .._flex.attention import flex_masked_attention
+        if isinstance(mask, str):  # traced: mask_argument() kept the SPEC
+            from .._flex.op import flex_attention_op
 
-        return flex_masked_attention(q, k, v, mask, layout, scale, block_q, block_kv, window)
+            return flex_attention_op(q, k, v, mask, layout, scale, block_q, block_kv, *window)
+        from .._flex.attention import flex_masked_attention
+        from .._torch_video.grad import forward_only, no_backward, wants_grad
+
+        # FlexAttention has no backward on CPU tensors: the forward runs, its backward raises.
+        refuse = q.device.type == "cpu" and wants_grad(q, k, v)
+        with forward_only(refuse):
+            out, lse = flex_masked_attention(q, k, v, mask, layout, scale, block_q, block_kv,
+                                             window)
+        if refuse:
+            out = no_backward(out, "tilesplash.attention on backend 'flex' with cpu tensors",
+                              q, k, v)
+        return out, lse
 
     def merge(self, out_a, lse_a, out_b, lse_b, layout):
         from .._lse_merge import merge_lse

@@ -29,12 +29,18 @@ def check_device(q) -> None:
 
 
 def check_finite(q, k, v) -> None:
-    """NaN or Inf in q, k or v is refused, naming the argument, as the native kernel does
-    (one host round trip)."""
-    bad = torch.stack([~torch.isfinite(x).all() for x in (q, k, v)]).tolist()
-    for name, found in zip(("q", "k", "v"), bad):
-        if found:
-            raise ValueError(f"{name}: NaN or Inf in the input; expected finite values")
+    """NaN or Inf in q, k or v is refused, naming the argument, as the native kernel does,
+    without waiting for the device: torch._assert_async checks on the device (on the CPU
+    it raises at once, here as ValueError; on a GPU it is a device-side assert, reported
+    at the next synchronisation with the same message)."""
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        message = f"{name}: NaN or Inf in the input; expected finite values"
+        try:
+            torch._assert_async(torch.isfinite(x).all(), message)
+        except RuntimeError as error:
+            if message not in str(error):
+                raise
+            raise ValueError(message) from None
 
 
 def check_shapes(qb, kb, vb) -> None:

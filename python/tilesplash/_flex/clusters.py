@@ -44,10 +44,13 @@ from torch.nn.attention.flex_attention import BlockMask
 from .. import _core
 from .kernel import run_flex
 
-# Inference only: the transposed (q-block) lists serve the backward pass.
-_NO_Q_BLOCKS = ({"compute_q_blocks": False}
-                if "compute_q_blocks" in BlockMask.from_kv_blocks.__code__.co_varnames else {})
+_HAS_Q_BLOCKS = "compute_q_blocks" in BlockMask.from_kv_blocks.__code__.co_varnames
 _CHUNK_ELEMENTS = 1 << 27
+
+
+def _q_blocks() -> dict:
+    """compute_q_blocks where PyTorch has it: the q-block lists serve a backward only."""
+    return {"compute_q_blocks": torch.is_grad_enabled()} if _HAS_Q_BLOCKS else {}
 
 
 def _assign(points, centroids):
@@ -337,7 +340,7 @@ class DeviceClusters:
 
         block_mask = BlockMask.from_kv_blocks(partial_num, partial_idx, full_num, full_idx,
                                               BLOCK_SIZE=(bq, bk), mask_mod=mask_mod,
-                                              seq_lengths=(n, n), **_NO_Q_BLOCKS)
+                                              seq_lengths=(n, n), **_q_blocks())
         planned = time.perf_counter() - start
         start = time.perf_counter()
         gather = lambda x, source: x.gather(  # noqa: E731

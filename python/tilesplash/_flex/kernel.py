@@ -138,6 +138,9 @@ def run_flex(q, k, v, block_mask, scale, *, compile=None, kernel_options=None, r
     refuses for resources are replaced by the next that fits, with a warning
     (fallback=False: exactly these options or the error, as the tuner times them).
     """
+    if q.device.type == "cpu" and not torch.is_grad_enabled():
+        # FlexAttention refuses CPU tensors that require grad even with no graph to build.
+        q, k, v = q.detach(), k.detach(), v.detach()
     batch, heads, q_len = (int(s) for s in q.shape[:3])
     kv_len, dv = int(k.shape[2]), int(v.shape[3])
     kernel_options = check_options(kernel_options)

@@ -35,6 +35,7 @@ new data, not a new kernel.
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 
 import numpy as np
@@ -44,9 +45,31 @@ from torch.nn.attention.flex_attention import BlockMask
 from .options import FULL_ONLY_TAG, MASK_MOD_TAG, NO_MASK, ROWS, TABLE
 from .tables import FULL, PARTIAL_BASE, ROW_INTERVALS, PlanTables, plan_tables
 
-_DEVICE_CACHE: OrderedDict = OrderedDict()
-_MASK_CACHE: OrderedDict = OrderedDict()
-_CAPACITY = 64
+_DEVICE_CACHE: OrderedDict = OrderedDict()  # key -> (DeviceTables, bytes)
+_MASK_CACHE: OrderedDict = OrderedDict()  # key -> (BlockMask, bytes)
+CACHE_BYTES = 256 << 20
+"""Device memory each of the two caches (plan tables, BlockMasks) may hold, in bytes
+(default 256 MiB; TILESPLASH_FLEX_CACHE_BYTES or set_cache_bytes() change it). At Wan
+720p with 40 heads one BlockMask and its tables are about 110 MB, so a count of
+entries bounds nothing useful; the least recently used entries go first, and the newest
+stays even when it alone is larger."""
+
+
+def _budget_from_environment() -> int:
+    text = os.environ.get("TILESPLASH_FLEX_CACHE_BYTES")
+    if text is None:
+        return CACHE_BYTES
+    try:
+        value = int(text)
+        if value < 0:
+            raise ValueError
+        return value
+    except ValueError:
+        raise ValueError(f"TILESPLASH_FLEX_CACHE_BYTES: expected an int >= 0 (bytes), got "
+                         f"{text!r}") from None
+
+
+_budget = [_budget_from_environment()]
 _COMPUTE_Q_BLOCKS = "compute_q_blocks" in BlockMask.from_kv_blocks.__code__.co_varnames
 
 
@@ -132,14 +155,56 @@ def _lru_get(cache: OrderedDict, key):
     found = cache.get(key)
     if found is not None:
         cache.move_to_end(key)
-    return found
+        return found[0]
+    return None
+
+
+def tensor_bytes(value) -> int:
+    """Bytes of the tensors an object holds: its attributes, one level of containers and
+    the tensors its mask_mod's closure captures (the plan tables), each counted once."""
+    seen, total = set(), 0
+
+    def add(x):
+        nonlocal total
+        if isinstance(x, torch.Tensor) and id(x) not in seen:
+            seen.add(id(x))
+            total += x.untyped_storage().nbytes()
+
+    slots = getattr(type(value), "__slots__", ())
+    for x in list(getattr(value, "__dict__", {}).values()) + [getattr(value, n, None)
+                                                              for n in slots]:
+        if isinstance(x, (list, tuple)):
+            for y in x:
+                add(y)
+        else:
+            add(x)
+        for cell in getattr(x, "__closure__", None) or ():
+            add(cell.cell_contents)
+    twin = getattr(value, FULL_ONLY_TAG, None)
+    return total + (0 if twin is None else tensor_bytes(twin))
 
 
 def _lru_put(cache: OrderedDict, key, value):
-    cache[key] = value
-    while len(cache) > _CAPACITY:
-        cache.popitem(last=False)
+    cache[key] = (value, tensor_bytes(value))
+    held = sum(size for _, size in cache.values())
+    while held > _budget[0] and len(cache) > 1:
+        _, (_, size) = cache.popitem(last=False)
+        held -= size
     return value
+
+
+def cache_bytes() -> dict:
+    """{"budget": bytes each cache may hold, "tables": bytes held, "block_masks": bytes held}."""
+    return {"budget": _budget[0],
+            "tables": sum(size for _, size in _DEVICE_CACHE.values()),
+            "block_masks": sum(size for _, size in _MASK_CACHE.values())}
+
+
+def set_cache_bytes(budget: int) -> None:
+    """The byte budget of each cache (entries beyond it leave at the next store)."""
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
+        raise ValueError(f"budget: expected an int >= 0 (bytes), got {budget!r}")
+    _budget[0] = budget
 
 
 def device_tables(mask, q_len, kv_len, block_q, block_kv, window, device) -> DeviceTables:
@@ -178,8 +243,19 @@ def _table_mod(plans, head_table, block_q, block_kv, head_step, device):
     return table_mask_mod(head_table, tiles, words, block_q, block_kv, head_step)
 
 
+def stacked_mask_mod(plans: list, block_q: int, block_kv: int, q_len: int, device):
+    """(slots -> the mask_mod of heads running plans[slots[h]], its kind): the plans'
+    tables stacked once, each call's mask_mod reading its heads' slots (an int tensor
+    [H] on the device; routed.py), so a new routing choice is new data."""
+    if all(p.row_starts is not None for p in plans):
+        starts = _padded_stack(plans, "row_starts", device)
+        ends = _padded_stack(plans, "row_ends", device)
+        return (lambda slots: row_mask_mod(slots, starts, ends, q_len, 1)), ROWS
+    return (lambda slots: _table_mod(plans, slots, block_q, block_kv, 1, device)), TABLE
+
+
 def assemble(plans: list, head_plan, block_q: int, block_kv: int, q_len: int, kv_len: int,
-             device, per_head: bool, mask_mod: str = "auto") -> BlockMask:
+             device, per_head: bool, mask_mod: str = "auto", grad: bool = False) -> BlockMask:
     """A BlockMask from distinct plans' DeviceTables and each head's plan index.
 
     per_head False: one plan for every head (arrays [1, 1, ...]); else
@@ -205,7 +281,8 @@ def assemble(plans: list, head_plan, block_q: int, block_kv: int, q_len: int, kv
                                 _padded_stack(plans, "row_ends", device), q_len, head_step)
     else:
         function = _table_mod(plans, head_table, block_q, block_kv, head_step, device)
-    extra = {"compute_q_blocks": False} if _COMPUTE_Q_BLOCKS else {}
+    # The q-block lists serve FlexAttention's backward only (grad mode).
+    extra = {"compute_q_blocks": grad} if _COMPUTE_Q_BLOCKS else {}
     block_mask = BlockMask.from_kv_blocks(
         stack("partial_num"), stack("partial_idx"), stack("full_num"), stack("full_idx"),
         BLOCK_SIZE=(block_q, block_kv), mask_mod=function, seq_lengths=(q_len, kv_len), **extra)
@@ -233,8 +310,9 @@ def block_mask_for(masks, q_len: int, kv_len: int, block_q: int, block_kv: int, 
     if per_head is None:
         per_head = isinstance(masks, (list, tuple))
     heads = list(masks) if per_head else [masks]
+    grad = torch.is_grad_enabled()  # a backward needs the BlockMask's q-block lists
     key = (tuple(heads), per_head, q_len, kv_len, block_q, block_kv, tuple(window), str(device),
-           mask_mod)
+           mask_mod, grad)
     found = _lru_get(_MASK_CACHE, key)
     if found is not None:
         return found
@@ -242,7 +320,7 @@ def block_mask_for(masks, q_len: int, kv_len: int, block_q: int, block_kv: int, 
     head_plan = [distinct.setdefault(m, len(distinct)) for m in heads]
     plans = [device_tables(m, q_len, kv_len, block_q, block_kv, window, device) for m in distinct]
     return _lru_put(_MASK_CACHE, key, assemble(plans, head_plan, block_q, block_kv, q_len, kv_len,
-                                               device, per_head, mask_mod))
+                                               device, per_head, mask_mod, grad))
 
 
 def clear_caches() -> None:

@@ -157,7 +157,8 @@ def choices(limits: DeviceLimits | None, head_dim: int, dtype_bytes: int, block,
     computed from indices gives [None] followed by the fitting ladder: PyTorch's
     own default for the device is sized for such masks. The table mask_mod gives
     the fitting ladder entries whose tile divides the block (the smallest entry
-    always, so the list is never empty)."""
+    always, so the list is never empty). PyTorch's default (None) goes first only where its
+    tiles divide the block (multiples of 128)."""
     if limits is None:
         return [None]
     if mask_mod not in MASK_MODS:
@@ -166,7 +167,10 @@ def choices(limits: DeviceLimits | None, head_dim: int, dtype_bytes: int, block,
     fitting = [dict(o) for o in usable if fits(o, limits, head_dim, dtype_bytes, mask_mod)]
     if not fitting:
         fitting = [dict(usable[-1])]
-    return ([None] if mask_mod == INDEX else []) + fitting
+    # PyTorch's default tiles reach 128: they divide only a block of multiples of 128 (a
+    # sparse block of 64 or 192 would be refused by inductor).
+    default = mask_mod == INDEX and block[0] % 128 == 0 and block[1] % 128 == 0
+    return ([None] if default else []) + fitting
 
 
 def check_options(options, who: str = "kernel_options") -> dict | None:
@@ -191,7 +195,9 @@ def check_options(options, who: str = "kernel_options") -> dict | None:
 
 
 _RESOURCE_ERROR = re.compile(r"out of resource|OutOfResources|No valid triton configs|"
-                             r"Hardware limit|shared memory", re.IGNORECASE)
+                             r"Hardware limit|shared memory|"
+                             # inductor's refusal of a tile that does not divide the block
+                             r"must be divisible by the selected tile sizes", re.IGNORECASE)
 
 
 def is_resource_error(error: BaseException) -> bool:

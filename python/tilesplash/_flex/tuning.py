@@ -31,13 +31,24 @@ from pathlib import Path
 
 import torch
 
-from .options import LADDER, check_options, device_limits, fits, shared_memory_estimate
+from .options import (
+    LADDER,
+    OPTION_NAMES,
+    check_options,
+    device_limits,
+    fits,
+    shared_memory_estimate,
+)
 
 FORMAT_VERSION = 1
 
-CANDIDATES = tuple(dict(o) for o in LADDER)
-"""Every kernel_options the tuner may try; tune() keeps those that fit the device and
-whose tile divides the sparse block."""
+CANDIDATES = ({},) + tuple(dict(o) for o in LADDER) + (
+    {"BLOCK_M": 128, "BLOCK_N": 128, "num_stages": 2, "num_warps": 8},
+    {"BLOCK_M": 64, "BLOCK_N": 128, "num_stages": 2, "num_warps": 4},
+)
+"""Every kernel_options the tuner may try: PyTorch's own default ({}: its choice for the
+device), the chooser's ladder and 128-key tiles; tune() keeps those that fit the device
+and whose tile divides the sparse block."""
 
 _loaded: dict[str, dict] = {}
 
@@ -114,7 +125,7 @@ def _read(path: Path) -> dict:
     for key, entry in data["entries"].items():
         if _valid_entry(entry):
             entries[key] = {"kernel_options": dict(entry["kernel_options"]),
-                            "seconds": entry.get("seconds")}
+                            "seconds": entry.get("seconds"), "torch": entry.get("torch")}
         else:
             warnings.warn(f"tilesplash: flex tuning cache {path}: entry {key[:120]!r} is not a "
                           f"valid record ({str(entry)[:80]}); ignored", RuntimeWarning,
@@ -142,8 +153,18 @@ def kernel_options_for(device, mask, q_len, kv_len, head_dim, dtype, block):
     key = _keys.get(memo)
     if key is None:
         key = _keys[memo] = tune_key(device, mask, q_len, kv_len, head_dim, dtype, block)
+    return stored_options(key)
+
+
+def stored_options(key: str):
+    """The options stored under `key` in the tuning file, when they can be trusted: not
+    blindly, since options timed under another PyTorch (another Triton, other defaults)
+    may no longer be the fastest, or run at all; the chooser decides then (None). {}
+    (PyTorch's default won) is None too."""
     entry = _entries(cache_path()).get(key)
-    return None if entry is None else dict(entry["kernel_options"])
+    if entry is None or entry.get("torch") != torch.__version__:
+        return None
+    return dict(entry["kernel_options"]) or None
 
 
 @contextmanager
@@ -170,7 +191,8 @@ def store(key: str, kernel_options: dict, seconds: float, path: Path | None = No
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # what cannot be read was reported when loaded
             entries = _read(target)
-        entries[key] = {"kernel_options": kernel_options, "seconds": seconds}
+        entries[key] = {"kernel_options": kernel_options, "seconds": seconds,
+                        "torch": torch.__version__}
         handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=target.name,
                                              suffix=".tmp")
         try:
@@ -191,8 +213,10 @@ def _synchronize(device) -> None:
 
 def _unusable(options, limits, block, head_dim, dtype_bytes) -> str | None:
     """Why a candidate is not timed on this device, or None."""
-    if block[0] % options["BLOCK_M"] or block[1] % options["BLOCK_N"]:
+    if block[0] % options.get("BLOCK_M", 1) or block[1] % options.get("BLOCK_N", 1):
         return f"its tile does not divide the sparse block {block[0]}x{block[1]}"
+    if not set(OPTION_NAMES) <= set(options):
+        return None  # PyTorch completes them (its default for the device): timed as given
     if limits is not None and not fits(options, limits, head_dim, dtype_bytes):
         need = shared_memory_estimate(options, head_dim, dtype_bytes)
         return (f"needs about {need} bytes of shared memory; {limits.name} gives "

@@ -1,6 +1,6 @@
 """VideoAttention(..., backend="flex"): routed video attention through FlexAttention.
 
-The native router's decisions (router.py), then every head of a batch entry
+The native router's decisions (on the device: _torch_video/route.py), then every head of a batch entry
 runs in a few FlexAttention calls, one per group of heads that share a row
 order:
 
@@ -39,31 +39,28 @@ from .._methods import cluster_choice, method_flag
 from .._layouts import from_bhnd, lse_to_layout, to_bhnd
 from .._lse_merge import merge_lse
 from .attention import check_device, check_finite
-from .kernel import run_flex
+from .kernels import KernelRefused, choose as choose_kernel
 from .masks import block_mask_for
-from .router import decide, sampled_mse
-from .tables import plan_tables
+from .._torch_video.report import call_report, head_report
+from .._torch_video.route import decide, sampled_scores
+from .routed import RoutedLayer
+from .row_rules import RowRules
+from .tile_counts import TileCounts
 from .tuning import kernel_options_for
 
 STRATEGIES = ("permute", "per_head")
 GRANULARITIES = ("token", "tile")
 
 
-def _synchronize(device) -> None:
-    """Timings of work queued on a GPU count once it has run."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+def _upload(array, device):
+    """A host array on `device` without waiting for it (pinned, non_blocking on CUDA)."""
+    tensor = torch.from_numpy(np.ascontiguousarray(array))
+    if torch.device(device).type == "cuda":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
 
 
-def visited_pairs(tables) -> float:
-    """Pairs inside the tiles a plan visits (ragged edge tiles counted in range)."""
-    rows = np.minimum(tables.block_q, tables.q_len - tables.block_q * np.arange(tables.q_blocks))
-    cols = np.minimum(tables.block_kv,
-                      tables.kv_len - tables.block_kv * np.arange(tables.kv_blocks))
-    return float(((tables.tiles != 0) * rows[:, None] * cols[None, :]).sum())
-
-
-class FlexVideo:
+class FlexVideo(TileCounts):
     """The flex execution of one tilesplash.VideoAttention (its owner)."""
 
     def __init__(self, owner, *, dense_layers, dense_steps, force, density_budget, scale,
@@ -90,6 +87,9 @@ class FlexVideo:
         self.density = dict(self.candidates)
         self._orders: dict = {}
         self._row_masks: OrderedDict = OrderedDict()
+        self._routed_layers: dict = {}
+        self._row_rules: dict = {}  # device -> RowRules, or None: host row masks
+        self.kernels_used: dict = {}  # kernel name -> {kernel passed over: why}, this call
         self._visited_cache: dict = {}
         self.clusters = None
         if method_flag(owner.method, "data_driven"):
@@ -100,37 +100,51 @@ class FlexVideo:
     # -- routing -----------------------------------------------------------------------------
 
     def _rows(self, layer, step, device):
+        """(sampled rows int64 [r], keeps bool [C, r, N]) on the device for this layer and
+        step: the native router's rows and each candidate's mask on them, made on the
+        host (the library's mask, exact) and uploaded without waiting (pinned memory,
+        non_blocking) for every new (layer, step); docs/gpu.md counts the cost."""
         key = (layer, step, str(device))
         found = self._row_masks.get(key)
         if found is None:
             rows = self.owner.sampled_rows(layer, step)
-            masks = np.stack([self.owner.mask(name).rows(rows, self.tokens)
-                              for name, _ in self.candidates])
-            found = (torch.as_tensor(rows, device=device), torch.as_tensor(masks, device=device))
+            rules = self._row_rules.get(str(device), False)
+            if rules is False:  # once per device: each candidate's rule on the device
+                rules = self._row_rules[str(device)] = RowRules.build(
+                    [self.runs[name] for name, _ in self.candidates], self.tokens, device)
+            if rules is not None:  # only the row indices travel
+                uploaded = _upload(rows, device)
+                found = (uploaded, rules.keeps(uploaded))
+            else:  # a mask of many runs per row: evaluated by the library on the host
+                masks = np.stack([self.owner.mask(name).rows(rows, self.tokens)
+                                  for name, _ in self.candidates])
+                found = (_upload(rows, device), _upload(masks, device))
             self._row_masks[key] = found
             while len(self._row_masks) > 4:  # CFG calls each layer and step twice
                 self._row_masks.popitem(last=False)
         return found
 
     def route(self, qb, kb, vb, layer, step, scale, key_limit=None):
-        """[(index of choice, MSE row, sampled error of the choice, target met)] per head
-        of one batch entry, decided by the library (router.decide). With key_limit, keys
-        [key_limit, tokens) are padding: dropped from the dense reference and from every
-        candidate, as the native router drops them."""
+        """(index int64 [H], target met bool [H], sampled errors [H, C], MSEs [H, C]) of
+        one batch entry, all on the device (nothing read back): router.decide's rule on
+        the scores of sampled_scores. With key_limit, keys [key_limit, tokens) are padding:
+        dropped from the dense reference and from every candidate, as the native router
+        drops them."""
         rows, row_masks = self._rows(layer, step, qb.device)
-        reference = None
+        reference = torch.ones((1,) + tuple(row_masks.shape[1:]), dtype=torch.bool,
+                               device=qb.device)
         if key_limit is not None:
-            reference = torch.arange(self.tokens, device=qb.device) < key_limit
-            row_masks = row_masks & reference
-        table, power = sampled_mse(qb, kb, vb, rows, row_masks, scale, reference)
-        index, met, errors = decide([d for _, d in self.candidates], table, power,
+            real = torch.arange(self.tokens, device=qb.device) < key_limit
+            reference = reference & real
+            row_masks = row_masks & real
+        mse, power = sampled_scores(qb, kb, vb, rows, torch.cat([reference, row_masks]), scale)
+        index, met, errors = decide([d for _, d in self.candidates], mse, power,
                                     self.density_budget, self.error)
-        return [(int(i), row, float(e[i]), bool(m))
-                for i, row, e, m in zip(index, table, errors, met)]
+        return index, met, errors, mse
 
     # -- execution ---------------------------------------------------------------------------
 
-    def _order(self, name, which, device):
+    def order_tensor(self, name, which, device):
         key = (name, which, str(device))
         found = self._orders.get(key)
         if found is None:
@@ -139,24 +153,28 @@ class FlexVideo:
             found = self._orders[key] = torch.as_tensor(order, device=device)
         return found
 
-    def _visited(self, mask, q_len, kv_len) -> float:
-        """Pairs inside the tiles the plan of `mask` visits."""
-        key = (mask, q_len, kv_len)
-        if key not in self._visited_cache:
-            tables = plan_tables(mask, q_len, kv_len, *self.block)
-            self._visited_cache[key] = visited_pairs(tables)
-        return self._visited_cache[key]
+    def call(self, q, k, v, block_mask, kv_len, need_lse, mask=None):
+        """One FlexAttention call on a built BlockMask; `mask` names the tuned options' key
+        (its family and shape; None: the device's first choice)."""
+        options = None if mask is None else kernel_options_for(
+            q.device, mask, self.tokens, kv_len, int(q.shape[3]), q.dtype, self.block)
+        while True:  # the first kernel that runs the call (kernels/__init__.py)
+            kernel, passed = choose_kernel(block_mask, q, need_lse)
+            try:
+                result = kernel.run(q, k, v, block_mask, self.scale, compile=self.compile,
+                                    need_lse=need_lse, kernel_options=options)
+            except KernelRefused:
+                continue
+            self.kernels_used[kernel.name] = dict(passed)
+            return result
 
     def _flex(self, q, k, v, masks, kv_len, need_lse):
         bm = block_mask_for(list(masks), self.tokens, kv_len, *self.block, q.device)
         # Tuned kernel options (GPUs): those of the first head's mask family and shape.
         first = next((m for m in masks if m is not None), None)
-        options = None if first is None else kernel_options_for(
-            q.device, first, self.tokens, kv_len, int(q.shape[3]), q.dtype, self.block)
-        return run_flex(q, k, v, bm, self.scale, compile=self.compile, return_lse=need_lse,
-                        kernel_options=options)
+        return self.call(q, k, v, bm, kv_len, need_lse, first)
 
-    def _groups(self, choices):
+    def group_of_candidates(self, choices):
         """{group key: [heads]}: ("original",) or ("order", name-of-order, extra) or ("svg2",)."""
         groups: dict = {}
         for h, choice in enumerate(choices):
@@ -216,7 +234,13 @@ class FlexVideo:
             def mask(h):
                 if choices[h] == "dense":
                     return Mask.dense() if keys is None else keys
-                return padded(self.runs[choices[h]]["mask"])
+                run = self.runs[choices[h]]
+                if self.granularity == "tile" and run["extra"] is not None:
+                    return padded_keys(self.tile_segment_mask(run))
+                return padded(run["mask"])
+
+            def padded_keys(mask):
+                return mask if keys is None else mask & keys
 
             return [([mask(h) if h in members else None for h in range(heads)], n)]
         if keys is not None:
@@ -252,7 +276,7 @@ class FlexVideo:
         built from the data, aside), in call order: what a layer of the flex backend
         builds (bench/flex_plans.py times it)."""
         return [block_mask_for(list(masks), self.tokens, kv_len, *self.block, torch.device(device))
-                for key, group in self._groups(choices).items() if key[0] != "svg2"
+                for key, group in self.group_of_candidates(choices).items() if key[0] != "svg2"
                 for masks, kv_len in self.group_calls(key, group, choices, key_limit)]
 
     def run_batch_entry(self, qb, kb, vb, choices, need_lse, info, key_limit=None, layer=0):
@@ -267,7 +291,7 @@ class FlexVideo:
         heads = int(qb.shape[1])
         n = self.tokens
         parts = []
-        groups = self._groups(choices)
+        groups = self.group_of_candidates(choices)
         for key, group in groups.items():
             if key[0] == "svg2":
                 o, l = self.clusters.run(self, qb, kb, vb, group, need_lse, info, key_limit,
@@ -276,17 +300,18 @@ class FlexVideo:
                 ((masks, _),) = self.group_calls(key, group, choices, key_limit)
                 o, l = self._flex(qb, kb, vb, masks, n, need_lse)
                 for h in group:
-                    info[h]["tiles_visited"] = self._visited(masks[h], n, n) / (n * n)
+                    info[h]["tiles_visited"], info[h]["skipped"] = self._tiles_visited(
+                        self.runs.get(choices[h]), masks[h], key_limit)
             else:
                 o, l = self._run_permuted(qb, kb, vb, choices, group,
                                           self.group_calls(key, group, choices, key_limit),
                                           need_lse, info)
             parts.append((group, o, l))
-        if self.granularity == "tile":  # rounded masks' density: the pairs they keep
-            for h, choice in enumerate(choices):
-                skipped = info[h].pop("skipped", 0.0)  # by the sink segment (head_runs.cc)
-                if choice not in ("dense", cluster_choice()):
-                    info[h]["density"] = info[h]["tiles_visited"] - skipped
+        for h, choice in enumerate(choices):
+            skipped = info[h].pop("skipped", 0.0)  # by the sink segment (head_runs.cc)
+            if self.granularity == "tile" and choice not in ("dense", cluster_choice()):
+                # rounded masks' density: the pairs they keep
+                info[h]["density"] = info[h]["tiles_visited"] - skipped
         if len(parts) == 1:
             return parts[0][1], parts[0][2]
         out, lse = parts[0][1], parts[0][2]
@@ -305,8 +330,8 @@ class FlexVideo:
         n = self.tokens
         name = choices[group[0]]
         start = time.perf_counter()
-        q_order = self._order(name, "q", q.device)
-        kv_order = self._order(name, "kv", q.device)
+        q_order = self.order_tensor(name, "q", q.device)
+        kv_order = self.order_tensor(name, "kv", q.device)
         qr = q.index_select(2, q_order)
         kr, vr = k.index_select(2, kv_order), v.index_select(2, kv_order)
         permute = time.perf_counter() - start
@@ -323,10 +348,7 @@ class FlexVideo:
             o, l = merge_lse([o, o2], [l, l2])
             for h in group:
                 info[h]["tiles_visited"] += self._visited(masks[h], n, count) / (n * n)
-                if self.granularity == "tile":  # for the density (run_batch_entry)
-                    # The segment's partial tiles hold the band's pairs, which it skips.
-                    info[h]["skipped"] = (self._visited(masks[h], n, count) - plan_tables(
-                        masks[h], n, count, *self.block).kept_pairs) / (n * n)
+                info[h]["skipped"] = self._segment_skipped(masks[h], count)
         start = time.perf_counter()
         out = torch.empty_like(o, dtype=q.dtype).index_copy_(2, q_order, o.to(q.dtype))
         lse = torch.empty_like(l).index_copy_(2, q_order, l) if need_lse else None
@@ -363,59 +385,81 @@ class FlexVideo:
                   "granularity": self.granularity}
         totals = dict.fromkeys(("routing_seconds", "plan_seconds", "cluster_seconds",
                                 "permute_seconds", "attention_seconds"), 0.0)
-        outs, lses = [], []
+        if batch == 0 or heads == 0:  # nothing to run: an empty output, as native gives
+            report.update(totals)
+            report["total_seconds"] = report["seconds"] = time.perf_counter() - start
+            out = q.new_zeros(tuple(q.shape[:-1]) + (v.shape[-1],))
+            if not return_lse:
+                return out, report
+            lse = torch.full(tuple(qb.shape[:3]), float("-inf"), dtype=torch.float32,
+                             device=q.device)
+            return out, lse_to_layout(lse, layout), report
+        outs, lses, heads_of = [], [], []
+        self.kernels_used = {}
+        dense = warmup or self.force == "dense"
         for b in range(batch):
             qe, ke, ve = qb[b:b + 1], kb[b:b + 1], vb[b:b + 1]
             key_limit = None if key_lengths is None or key_lengths[b] == self.tokens \
                 else key_lengths[b]
-            decisions = None
             if routed:
                 routing_start = time.perf_counter()
-                decisions = self.route(qe[0], ke[0], ve[0], layer, step, scale, key_limit)
+                decision = self.route(qe[0], ke[0], ve[0], layer, step, scale, key_limit)
                 totals["routing_seconds"] += time.perf_counter() - routing_start
-                choices = [self.candidates[d[0]][0] for d in decisions]
-            elif warmup:
-                choices = ["dense"] * heads
-            elif self.force is not None:
-                choices = [self.force] * heads
-            elif self.clusters is not None:
-                choices = ["svg2"] * heads
+                attention_start = time.perf_counter()
+                plan = self._routed_layer(key_limit, q.device)
+                out, lse = plan.run(self, qe, ke, ve, decision[0], return_lse)
+                heads_of.append((b, decision, plan))
             else:
-                choices = [self.candidates[0][0]] * heads
-            info = [self._head_report(b, h, choices[h], routed,
-                                      None if decisions is None else decisions[h])
-                    for h in range(heads)]
-            attention_start = time.perf_counter()
-            out, lse = self.run_batch_entry(qe, ke, ve, choices, return_lse, info, key_limit,
-                                            layer)
-            _synchronize(q.device)
-            seconds = time.perf_counter() - attention_start
-            totals["attention_seconds"] += seconds
-            for h in info:
-                h["seconds"] = seconds / heads
-                for name in ("permute_seconds", "cluster_seconds", "plan_seconds"):
-                    totals[name] += h[name]
-            report["heads"].extend(info)
+                if dense:
+                    choices = ["dense"] * heads
+                elif self.clusters is not None:
+                    choices = ["svg2"] * heads
+                else:
+                    choices = [self.force or self.candidates[0][0]] * heads
+                info = [head_report(self.candidates, b, h, choices[h], False, None) for h in range(heads)]
+                attention_start = time.perf_counter()
+                if dense and not return_lse:
+                    # Dense work on SDPA (cuDNN / flash on a GPU), not through a BlockMask.
+                    out, lse = self._dense_sdpa(qe, ke, ve, scale, key_limit, info), None
+                    self.kernels_used["sdpa"] = {}
+                else:
+                    out, lse = self.run_batch_entry(qe, ke, ve, choices, return_lse, info,
+                                                    key_limit, layer)
+                heads_of.append(info)
+            # Host time to queue the work: a GPU runs it later (no synchronisation here).
+            totals["attention_seconds"] += time.perf_counter() - attention_start
             outs.append(out)
             lses.append(lse)
         out = outs[0] if batch == 1 else torch.cat(outs)
         report.update(totals)
+        # The kernels that ran the call's FlexAttention calls and, per kernel, those passed
+        # over with why ("sdpa": dense work on torch's SDPA).
+        report["kernels"] = dict(self.kernels_used)
         report["total_seconds"] = report["seconds"] = time.perf_counter() - start
+        seconds = totals["attention_seconds"] / (batch * heads)
+        report = call_report(report, heads_of, seconds, routed, self.candidates,
+                             self.granularity)
         result = from_bhnd(out.to(q.dtype), layout)
         if not return_lse:
             return result, report
         lse = lses[0] if batch == 1 else torch.cat(lses)
         return result, lse_to_layout(lse, layout), report
 
-    def _head_report(self, batch, head, choice, routed, decision):
-        mse = {} if decision is None else {name: float(x) for (name, _), x
-                                           in zip(self.candidates, decision[1])}
-        return {"batch": batch, "head": head, "choice": choice, "routed": routed,
-                "mse_spatial": mse.get("spatial") if routed else None,
-                "mse_temporal": mse.get("temporal") if routed else None, "mse": mse,
-                "error": None if decision is None else decision[2],
-                "target_met": True if decision is None else decision[3],
-                "density": 1.0 if choice == "dense" else self.density.get(choice, 0.0),
-                "tiles_visited": 1.0, "seconds": 0.0, "permute_seconds": 0.0,
-                "cluster_seconds": 0.0, "plan_seconds": 0.0, "compensated": False,
-                "compensation_seconds": 0.0}
+    def _routed_layer(self, key_limit, device) -> RoutedLayer:
+        key = (key_limit, str(device))
+        found = self._routed_layers.get(key)
+        if found is None:
+            found = self._routed_layers[key] = RoutedLayer(self, key_limit, device)
+        return found
+
+    def _dense_sdpa(self, q, k, v, scale, key_limit, info):
+        """Every head dense on torch's SDPA ([1, H, N, d]), keys from key_limit on dropped."""
+        n = self.tokens
+        keep = None
+        if key_limit is not None:
+            keep = (torch.arange(n, device=q.device) < key_limit)[None]  # [1, N]: every row
+        for h in info:
+            h["tiles_visited"] = 1.0 if key_limit is None else \
+                self._visited(Mask.key_range(0, key_limit), n, n) / (n * n)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep,
+                                                                scale=scale)

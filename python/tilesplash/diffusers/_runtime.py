@@ -139,15 +139,12 @@ class Runtime:
         out, report = attention(q, k, v, layer=layer, step=step, layout="bnhd",
                                 key_lengths=key_lengths)
         seconds = time.perf_counter() - start
-        record = dict(report)
-        if head_offset:
-            record["heads"] = [dict(head, head=head["head"] + head_offset) for head in record["heads"]]
-        record.update(
+        fields = dict(
             transformer=state.name, layer=layer, module=path, step=step, seconds=seconds,
-            warmup=dense or record.get("warmup", False),
+            warmup=dense or _peek(report, "warmup"),
             geometry={"frames": frames, "height": height, "width": width, "text": text,
                       "text_at": text_at, "key_lengths": key_lengths})
-        self.records.append(record)
+        self.records.append(_filed(report, fields, head_offset))
         return out
 
     def _check_tokens(self, state, tokens, frames, height, width, text) -> None:
@@ -183,6 +180,24 @@ class Runtime:
                 layer = tilesplash.VideoAttention(geometry, scale=scale, **kwargs)
                 self._layers[key] = layer
         return layer
+
+
+def _filed(report, fields: dict, head_offset: int) -> dict:
+    """A call's report with the handle's fields, heads numbered from `head_offset` (a
+    context-parallel rank's first head). A routed flex call's report holds its heads on the
+    device until read (docs/gpu.md): filed as it is, so that the forward does not wait."""
+    if hasattr(report, "updated"):
+        return report.updated(fields, head_offset)
+    record = {**report, **fields}
+    if head_offset:
+        record["heads"] = [dict(head, head=head["head"] + head_offset) for head in record["heads"]]
+    return record
+
+
+def _peek(report, key):
+    """report[key] (a value other than the heads) without reading a device report's heads."""
+    peek = getattr(report, "peek", None)
+    return bool(peek(key, False) if peek is not None else report.get(key, False))
 
 
 def key_padding(state, mask, batch: int, tokens: int) -> list[int] | None:

@@ -33,6 +33,8 @@ class Steps:
         self._last_version = -1
         self._pin: int | None = None
         self._pinned = False  # the current timestep's step was pinned
+        self._counted = False  # a step was observed
+        self._stale = False  # steps since _last were the scheduler's, not read from timesteps
 
     def pin(self, step: int) -> None:
         """The next call is step `step` (and the calls at its timestep); counting goes on after."""
@@ -44,6 +46,14 @@ class Steps:
         return None if timesteps is None else len(timesteps)
 
     def observe(self, timestep) -> int:
+        if self.scheduler is not None and self._pin is None and not self._pinned \
+                and getattr(self.scheduler, "step_index", None) is not None:
+            # The scheduler counts the steps on the host: the timestep's values need not
+            # be read (on a GPU that would wait for the device at every forward).
+            previous, self.step = self.step, _scheduler_step(self.scheduler)
+            self.restarted = self._counted and self.step < previous
+            self._counted, self._stale = True, True
+            return self.step
         version = _version(timestep)
         if (timestep is self._last_tensor and self._pin is None and version is not None
                 and version == self._last_version):
@@ -53,7 +63,8 @@ class Steps:
         # prompt) or a per-token timestep layout does not make the same timestep look new.
         # unique() also copies, which matters: a pipeline may update its timestep in place.
         current = torch.unique(torch.as_tensor(timestep).detach().flatten().to(torch.float64))
-        new = self._last is None or not torch.equal(self._last.to(current.device), current)
+        new = self._last is None or self._stale or not torch.equal(
+            self._last.to(current.device), current)
         self.restarted = False
         if self._pin is not None:
             self.step, self._pin, self._pinned = self._pin, None, True
@@ -62,7 +73,7 @@ class Steps:
             previous = self.step
             if self.scheduler is not None:
                 self.step = _scheduler_step(self.scheduler)
-                self.restarted = self._last is not None and self.step < previous
+                self.restarted = self._counted and self.step < previous
             elif self._last is None:
                 self.step = 0
             elif current.numel() and self._last.numel() and bool(current.max() > self._last.max().to(current.device)):
@@ -70,7 +81,7 @@ class Steps:
                 self.restarted = True
             else:
                 self.step += 1
-        self._last = current
+        self._last, self._stale, self._counted = current, False, True
         self._last_tensor, self._last_version = timestep, version
         return self.step
 

@@ -28,7 +28,6 @@ from jax.experimental.pallas.ops.tpu.splash_attention.splash_attention_mask_info
 
 from ._mask_info import build_mask_info
 from ._plans import check_lengths, check_masks, mask_tiles
-from ._tiles import TileSet
 
 # Splash's kernel computes scores in float32 and fills masked ones with this.
 MASK_VALUE = _splash.DEFAULT_MASK_VALUE
@@ -86,17 +85,6 @@ def check_kernel_blocks(block_q: int, block_kv: int) -> None:
         raise ValueError(f"block_kv: Splash's kernel needs a multiple of {_LANES}, got {block_kv}")
     if block_q % 8:
         raise ValueError(f"block_q: Splash's kernel needs a multiple of 8, got {block_q}")
-
-
-def tiles_kernel(tiles: list[TileSet], q_len: int, kv_len: int, *, scale, interpret,
-                 ) -> "SplashAttention":
-    """A kernel from per-head tile sets built by the caller (key segments)."""
-    first = tiles[0]
-    info = build_mask_info(tiles, MaskInfo)
-    distinct = len({t.signature() for t in tiles})
-    return SplashAttention(info, q_len, kv_len, first.block_q, first.block_kv,
-                           heads=len(tiles) if distinct > 1 else None, scale=scale,
-                           interpret=interpret)
 
 
 class SplashAttention:

@@ -1,0 +1,172 @@
+"""A routed layer's FlexAttention calls, driven by choices that stay on the device.
+
+The router's choice per head is a device tensor (_torch_video.route); the
+host never learns it during the call. So the calls a layer makes are fixed by
+its candidates, not by its choices: one "lane" per distinct row order among
+the candidates (the original order; token-major for temporal heads, with the
+first-frame sink's key segment; tile-major for sta), each lane one
+FlexAttention call over every head. A lane's tables stack an empty plan and
+the plan of each of its candidates (built once per shape and cached); a
+call's BlockMask picks each head's plan by a device gather of `slot[choice]`,
+so a head whose choice lies in another lane visits no tile of this one
+(output 0, LSE -inf), and the lanes' outputs combine by `where` on the
+device. Same shapes every layer and step: one compiled kernel per shape.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch.nn.attention.flex_attention import BlockMask
+
+from .._lse_merge import merge_lse
+from .masks import device_tables, stacked_mask_mod
+from .options import FULL_ONLY_TAG, MASK_MOD_TAG, NO_MASK
+
+_COMPUTE_Q_BLOCKS = "compute_q_blocks" in BlockMask.from_kv_blocks.__code__.co_varnames
+_LISTS = ("partial_num", "partial_idx", "full_num", "full_idx")
+
+
+class LaneTables:
+    """The stacked tables of one lane's call (one key length): slot 0 keeps nothing,
+    slot 1 + i the plan of the lane's i-th mask; built once, on one device."""
+
+    def __init__(self, masks, q_len, kv_len, block, device):
+        plans = [device_tables(None, q_len, kv_len, *block, (0, 0, 0, 0), device)]
+        plans += [device_tables(m, q_len, kv_len, *block, (0, 0, 0, 0), device) for m in masks]
+        self.q_len, self.kv_len, self.block = q_len, kv_len, block
+        self.lists = {name: torch.stack([getattr(p, name) for p in plans]) for name in _LISTS}
+        self.mask_mod, self.kind = stacked_mask_mod(plans, *block, q_len, device)
+        self.full_only = all(not p.host.partial_num.any() for p in plans)
+
+    def block_mask(self, slots, grad: bool) -> BlockMask:
+        """The BlockMask of heads running plans `slots` (int64 [H] on the device).
+        grad: also the q-block lists FlexAttention's backward reads."""
+        lists = [self.lists[name][slots][None] for name in _LISTS]
+        extra = {"compute_q_blocks": grad} if _COMPUTE_Q_BLOCKS else {}
+        size = dict(BLOCK_SIZE=self.block, seq_lengths=(self.q_len, self.kv_len), **extra)
+        block_mask = BlockMask.from_kv_blocks(*lists, mask_mod=self.mask_mod(slots), **size)
+        setattr(block_mask, MASK_MOD_TAG, self.kind)
+        if self.full_only:  # compiled calls run no mask_mod (masks.py)
+            twin = BlockMask.from_kv_blocks(*lists, mask_mod=None, **size)
+            setattr(twin, MASK_MOD_TAG, NO_MASK)
+            setattr(block_mask, FULL_ONLY_TAG, twin)
+        return block_mask
+
+
+class Lane:
+    """One row order's call: its candidates (indices into the layer's candidates),
+    their masks in that order, the order's gathers and the key segment, if any."""
+
+    def __init__(self, order, inverse, extra, members):
+        """order: None, or (q order, kv order) int64 device tensors; inverse: the run
+        position of each original row; extra: None, or (segment keys in run order, count)."""
+        self.order, self.inverse, self.extra = order, inverse, extra
+        self.members = members  # [(candidate index, band mask, segment mask or None)]
+        self._tables: dict = {}
+
+    def slots(self, candidates: int, device):
+        """int64 [candidates]: each candidate's slot in this lane's tables (0: none)."""
+        slots = np.zeros(candidates, np.int64)
+        for i, (c, _, _) in enumerate(self.members):
+            slots[c] = 1 + i
+        return torch.as_tensor(slots, device=device)
+
+    def tables(self, which, kv_len, n, block, device):
+        """The LaneTables of the band ("band") or the key segment ("segment") call."""
+        key = (which, str(device))
+        found = self._tables.get(key)
+        if found is None:
+            masks = [m[1] if which == "band" else m[2] for m in self.members]
+            found = self._tables[key] = LaneTables(masks, n, kv_len, block, device)
+        return found
+
+
+def _gather(x, index):
+    """x's rows `index` ([B, H, N, d], along N) in x's own memory order: a [B, N, H, d]
+    input's view stays one, so every lane's call sees the strides of the original-order
+    call and one compiled kernel serves them all (dynamo guards on strides)."""
+    if x.stride(1) < x.stride(2):  # heads inside tokens (a bnhd view)
+        return x.transpose(1, 2).index_select(1, index).transpose(1, 2)
+    return x.index_select(2, index)
+
+
+def run_lane(runner, lane, slot_of_head, q, k, v, need_lse):
+    """One lane over every head of one batch entry ([1, H, N, d]): (out, lse) in the
+    original row order; heads outside the lane give 0 and -inf."""
+    n, grad = runner.tokens, torch.is_grad_enabled() and q.requires_grad
+    device = q.device
+    if lane.order is not None:
+        q_order, kv_order = lane.order
+        q, k, v = _gather(q, q_order), _gather(k, kv_order), _gather(v, kv_order)
+    band = lane.tables("band", n, n, runner.block, device)
+    first = lane.members[0][1]  # tuned options: the lane's first mask's family and shape
+    o, l = runner.call(q, k, v, band.block_mask(slot_of_head, grad), n,
+                       need_lse or lane.extra is not None, first)
+    if lane.extra is not None:
+        keys, count = lane.extra
+        segment = lane.tables("segment", count, n, runner.block, device)
+        o2, l2 = runner.call(q, _gather(k, keys), _gather(v, keys),
+                             segment.block_mask(slot_of_head, grad), count, True, first)
+        o, l = merge_lse([o, o2], [l, l2])
+        o = o.to(q.dtype)
+    if lane.order is not None:
+        o = o.index_select(2, lane.inverse)
+        l = None if l is None else l.index_select(2, lane.inverse)
+    return o, l
+
+
+def combine(parts, lane_of_head, need_lse):
+    """The lanes' outputs, each head's from its own lane (where, on the device)."""
+    out, lse = None, None
+    for index, (o, l) in enumerate(parts):
+        if out is None:
+            out, lse = o, l
+            continue
+        chosen = lane_of_head == index
+        out = torch.where(chosen[None, :, None, None], o.to(out.dtype), out)
+        if need_lse:
+            lse = torch.where(chosen[None, :, None], l, lse)
+    return out, lse
+
+
+class RoutedLayer:
+    """The lanes of one runner's candidates at one key limit, on one device, with each
+    candidate's lane, slot and visited pairs (what its heads report)."""
+
+    def __init__(self, runner, key_limit, device):
+        names = [name for name, _ in runner.candidates]
+        n, count = runner.tokens, len(names)
+        self.lanes, lane_of = [], np.zeros(count, np.int64)
+        self.visited = [0.0] * count  # pairs of the tiles visited / n^2, per candidate
+        self.skipped = [0.0] * count  # pairs of them the sink segment skips (tile)
+        for key, members in runner.group_of_candidates(names).items():
+            calls = runner.group_calls(key, members, names, key_limit)
+            band, segment = calls[0][0], (calls[1][0] if len(calls) > 1 else None)
+            order = inverse = extra = None
+            if key[0] != "original":
+                name = names[members[0]]
+                q_order = runner.order_tensor(name, "q", device)
+                order = (q_order, runner.order_tensor(name, "kv", device))
+                inverse = torch.argsort(q_order)
+                run_extra = runner.runs[name]["extra"]
+                if run_extra is not None:
+                    keys = (torch.arange(run_extra["count"], device=device) * run_extra["stride"]
+                            + run_extra["first"])
+                    extra = (keys, calls[1][1])
+            self.lanes.append(Lane(order, inverse, extra, [
+                (c, band[c], None if segment is None else segment[c]) for c in members]))
+            for c in members:
+                lane_of[c] = len(self.lanes) - 1
+                self.visited[c], self.skipped[c] = runner.candidate_visited(
+                    names[c], band[c], None if segment is None else (segment[c], calls[1][1]),
+                    key_limit, key[0] == "original")
+        self.slots = [lane.slots(count, device) for lane in self.lanes]
+        self.lane_of = torch.as_tensor(lane_of, device=device)
+
+    def run(self, runner, q, k, v, index, need_lse):
+        """Every head of one batch entry ([1, H, N, d]) under candidate index[h] (int64
+        [H] on the device): (out [1, H, N, dv], lse [1, H, N] or None)."""
+        parts = [run_lane(runner, lane, slots[index], q, k, v, need_lse)
+                 for lane, slots in zip(self.lanes, self.slots)]
+        return combine(parts, self.lane_of[index], need_lse)
