@@ -78,8 +78,14 @@ def sizes(max_terms):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--max-terms", type=int, default=200_000)
+    parser.add_argument("--max-terms", type=int, default=200_000,
+                        help="the largest SPEC's terms, at least 512 (the smallest of the six "
+                             "sizes, 1/32 of it, must hold one bracketed group of 16)")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds must be >= 1")
+    if args.max_terms < 512:
+        parser.error("--max-terms must be >= 512")
     print(f"tilesplash {tilesplash.__version__}, {args.rounds} rounds, median seconds")
     print(f"{'shape':<14} {'what':<11} {'terms':>8} {'seconds':>9} {'us/term':>8} {'ratio':>6}")
     for shape, make in SHAPES.items():

@@ -85,6 +85,10 @@ struct VideoAttention::Impl {
   // kept pairs (never the band's pairs its partial tiles skip).
   double run_sparse(const AttentionArgs& head, const MaskRun& run, const TilePlan& plan,
                     HeadReport& report, double* plan_seconds, std::int64_t key_limit);
+  // Adds the plan's skipped tiles to `band` (the band's f32 output and LSE,
+  // in run order) through their pooled keys and values (run_sparse's part).
+  void compensate_band(const MaskRun& run, const TilePlan& plan, const AttentionArgs& band,
+                       std::int64_t key_limit, HeadReport& report);
   // `mask` rounded out to whole `blocks` tiles of q_len x kv_len when
   // options.granularity is kTile, else `mask` (tile_granular.h).
   Mask at_granularity(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,

@@ -86,21 +86,8 @@ double VideoAttention::Impl::run_sparse(const AttentionArgs& head, const MaskRun
   const MutableTensorView band =
       MutableTensorView::contiguous(band_out.data(), DType::kF32, 1, n, dv);
   backend->forward(plan, {q, k, v, band, band_lse.data()}, attention_options(options.check_finite));
-  if (options.compensate) {
-    const auto start = Clock::now();
-    compensation::KeyFilter filter{.limit = key_limit};
-    if (run.extra) {
-      filter.first = run.extra->first;
-      filter.count = run.extra->count;
-      filter.stride = run.extra->stride;
-    }
-    const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(q.dim)));
-    compensation::pool_tiles(*context, threads, k, v, plan.blocks().block_kv, filter, pooled);
-    report.compensated =
-        compensation::compensate(*context, threads, plan, q, pooled, scale, band, band_lse.data())
-            .front();
-    report.compensation_seconds = since(start);
-  }
+  if (options.compensate)
+    compensate_band(run, plan, {q, k, v, band, band_lse.data()}, key_limit, report);
   detail::PartialResult extra{};
   if (run.extra) {
     // The segment's keys (frame 0 for the sink: contiguous in frame-major
@@ -140,6 +127,25 @@ double VideoAttention::Impl::run_sparse(const AttentionArgs& head, const MaskRun
                       dv, head.out, head.lse);
   if (!run.order.is_identity()) report.permute_seconds += since(start);
   return kept;
+}
+
+void VideoAttention::Impl::compensate_band(const MaskRun& run, const TilePlan& plan,
+                                           const AttentionArgs& band, std::int64_t key_limit,
+                                           HeadReport& report) {
+  const auto start = Clock::now();
+  compensation::KeyFilter filter{.limit = key_limit};
+  if (run.extra) {  // the segment attends its keys exactly: they stay out of the means
+    filter.first = run.extra->first;
+    filter.count = run.extra->count;
+    filter.stride = run.extra->stride;
+  }
+  const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(band.q.dim)));
+  compensation::pool_tiles(*context, threads, band.k, band.v, plan.blocks().block_kv, filter,
+                           pooled);
+  report.compensated =
+      compensation::compensate(*context, threads, plan, band.q, pooled, scale, band.out, band.lse)
+          .front();
+  report.compensation_seconds = since(start);
 }
 
 Mask VideoAttention::Impl::at_granularity(const Mask& mask, std::int64_t q_len, std::int64_t kv_len,
