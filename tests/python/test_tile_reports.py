@@ -46,9 +46,6 @@ def kept_pairs(va, name, block):
 @pytest.mark.parametrize("sink", [True, False])
 @pytest.mark.parametrize("backend", ["cpu", "flex"])
 def test_tile_density_counts_each_kept_pair_once(geometry, name, sink, backend):
-    if backend == "flex" and name == "spatial" and sink:
-        pytest.xfail("issue 37 item 1: flex rounds a spatial head's band and sink as one mask "
-                     "(the native backend rounds them apart); fixed in _flex/, not here")
     g = VideoGeometry(*geometry)
     n = g.tokens
     va = VideoAttention(g, method="svg", density=0.3, sink=sink, granularity="tile", block_q=64,
