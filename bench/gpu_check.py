@@ -20,7 +20,12 @@ whole as one JSON object on the last line.
 (t) tile-granular masks (granularity="tile", docs/masks.md): the band of (band)
     rounded out to 128-tiles, and the routed Wan 480p layer of (a) at "token" and
     "tile" granularity, same tensors, same run: times, first calls, compiles,
-    densities and the partial blocks of each BlockMask (0: no mask_mod runs).
+    densities and the partial blocks of each BlockMask (0: no mask_mod runs);
+(g) grad mode: a routed VideoAttention(backend="flex") forward on inputs that require
+    grad and its backward, against dense autograd (SDPA with each head's mask written
+    out, float32) on the same inputs: the largest relative errors of the output and
+    of dq, dk, dv. On CPU tensors (the dry run) the backward must raise naming the
+    backend, and the harness checks itself on the dense reference.
 Times are medians of `--repeats` runs after a warm-up (compiles included in the
 warm-up, reported apart as first-call seconds), with the device synchronised; every
 timed routed call is a new layer and step (new sampled rows and choices, as a
@@ -326,6 +331,60 @@ def wan_block(device, dtype, latent, tiny, repeats, steps=10):
             "relative_difference_to_native": error, "remove_restores_bits": restored}
 
 
+def grads_against_dense(run, q, k, v, masks, seed=0):
+    """Relative errors (largest over out, dq, dk, dv, against their norms) of `run`'s
+    output and input gradients, for q, k, v [B, N, H, d], against float32 autograd of
+    SDPA under `masks` (bool [H, N, N], True: kept), the same upstream gradient."""
+    upstream = torch.randn(q.shape[:-1] + (v.shape[-1],), generator=torch.Generator().manual_seed(seed))
+    errors = {}
+    results = []
+    for function in (run, lambda a, b, c: torch.nn.functional.scaled_dot_product_attention(
+            a.transpose(1, 2), b.transpose(1, 2), c.transpose(1, 2),
+            attn_mask=masks.to(a.device)).transpose(1, 2)):
+        inputs = [x.detach().float().clone().requires_grad_() if function is not run
+                  else x.detach().clone().requires_grad_() for x in (q, k, v)]
+        out = function(*inputs)
+        (out.float() * upstream.to(out.device)).sum().backward()
+        results.append([out.detach().float()] + [x.grad.float() for x in inputs])
+    for name, got, want in zip(("out", "dq", "dk", "dv"), *results):
+        errors[name] = float((got - want).norm() / want.norm().clamp_min(1e-30))
+    return errors
+
+
+def grad_part(device, dtype, tiny):
+    frames, height, width, heads = (3, 8, 8, 2) if tiny else (4, 16, 16, 4)
+    geometry = tilesplash.VideoGeometry(frames, height, width)
+    n, d = geometry.tokens, 64
+    layer = tilesplash.VideoAttention(geometry, density=0.3, backend="flex")
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(1, n, heads, d, generator=g).to(device, dtype) for _ in range(3))
+    with torch.no_grad():
+        _, report = layer(q, k, v, layer=1, step=10)
+    choices = [head["choice"] for head in report["heads"]]
+    masks = torch.stack([torch.ones(n, n, dtype=torch.bool) if c == "dense" else
+                         torch.from_numpy(layer.mask(c).rows(range(n), n)) for c in choices])
+
+    def run(a, b, c):
+        return layer(a, b, c, layer=1, step=10)[0]
+
+    # The harness on itself: dense autograd against dense autograd is exact.
+    dense = lambda a, b, c: torch.nn.functional.scaled_dot_product_attention(  # noqa: E731
+        a.transpose(1, 2), b.transpose(1, 2), c.transpose(1, 2),
+        attn_mask=masks.to(a.device)).transpose(1, 2)
+    harness = grads_against_dense(dense, q.float(), k.float(), v.float(), masks)
+    result = {"heads": choices, "tokens": n, "harness": harness}
+    if device.type != "cuda":
+        try:
+            grads_against_dense(run, q, k, v, masks)
+        except RuntimeError as error:
+            result["backward"] = f"refused as expected: {str(error)[:200]}"
+        else:
+            result["backward"] = "ERROR: a CPU backward ran (there is none)"
+        return result
+    result["errors"] = grads_against_dense(run, q, k, v, masks)
+    return result
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="cuda")
@@ -334,7 +393,7 @@ def main(argv=None):
     parser.add_argument("--pytest-summary", default=None,
                         help="the gpu-marked tests' summary line, copied into the JSON")
     parser.add_argument("--skip", default="",
-                        help="comma-separated parts to skip: band, a, b, c, t")
+                        help="comma-separated parts to skip: band, a, b, c, t, g")
     parser.add_argument("--partial", default=None,
                         help="rewrite this file with the JSON so far after every part (what "
                              "survives a run stopped by its time limit)")
@@ -397,6 +456,8 @@ def main(argv=None):
     out["t"] = ("skipped" if "t" in skip else
                 guarded(tile_part, shapes["480p"], device, dtype, args.repeats))
     checkpoint("t")
+    out["g"] = "skipped" if "g" in skip else guarded(grad_part, device, dtype, args.tiny)
+    checkpoint("g")
     out["kernel_options"] = kernel_options()
     out["seconds"] = round(time.perf_counter() - started, 1)
     print(json.dumps(out, default=_json_default), flush=True)  # the whole, last line

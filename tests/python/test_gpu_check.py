@@ -31,7 +31,7 @@ def test_gpu_check_dry_run_covers_every_part():
                             "--pytest-summary", "dry run"]) == 0
     lines = [json.loads(line) for line in printed.getvalue().splitlines()]
     # One line per part as it ends (with the kernel options so far), the whole last.
-    assert [line["part"] for line in lines[:-1]] == ["band", "a", "b", "c", "t"]
+    assert [line["part"] for line in lines[:-1]] == ["band", "a", "b", "c", "t", "g"]
     assert all(isinstance(line["kernel_options"], list) for line in lines[:-1])
     result = lines[-1]
     assert all(line["result"] == result[line["part"]] for line in lines[:-1])
@@ -57,6 +57,12 @@ def test_gpu_check_dry_run_covers_every_part():
     assert t["token"]["tilesplash_ms"] > 0 and t["tile"]["tilesplash_ms"] > 0
     # The tile layer's BlockMasks: full blocks only but for a token-major sink segment.
     assert sum(p > 0 for p in t["tile"]["partial_blocks"]) <= 1
+    # Grad mode: on CPU tensors the flex backward is refused naming the backend; the
+    # comparison against dense autograd, which the GPU runs, is exact on itself.
+    g = result["g"]
+    assert "error" not in g, g
+    assert g["backward"].startswith("refused as expected") and "flex" in g["backward"], g
+    assert all(error == 0.0 for error in g["harness"].values()) and len(g["harness"]) == 4
     assert isinstance(result["kernel_options"], list)
 
 
