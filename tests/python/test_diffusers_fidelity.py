@@ -19,7 +19,6 @@ tsd = pytest.importorskip("tilesplash.diffusers")
 
 from tilesplash.diffusers import _fidelity as metrics  # noqa: E402
 
-from diffusers_models import BY_NAME  # noqa: E402
 
 
 def _ssim_reference(a, b, size=11, sigma=1.5):
@@ -110,43 +109,33 @@ def test_lpips_is_optional_and_never_downloaded():
             metrics.lpips_scorer(True)
 
 
-def _wan_pipeline():
-    from diffusers import AutoencoderKLWan, UniPCMultistepScheduler, WanPipeline
+def _example():
+    """examples/fidelity.py, whose tiny offline pipelines the tests run too."""
+    import importlib.util
+    from pathlib import Path
 
-    vae = AutoencoderKLWan(base_dim=8, z_dim=4, dim_mult=[1, 1, 1, 1], num_res_blocks=1,
-                           temperal_downsample=[False, True, True], latents_mean=[0.0] * 4,
-                           latents_std=[1.0] * 4).eval()
-    scheduler = UniPCMultistepScheduler(prediction_type="flow_prediction", use_flow_sigmas=True,
-                                        num_train_timesteps=1000, flow_shift=3.0)
-    pipe = WanPipeline(tokenizer=None, text_encoder=None, vae=vae, scheduler=scheduler,
-                       transformer=BY_NAME["WanTransformer3DModel"].build())
+    path = Path(__file__).resolve().parents[2] / "examples" / "fidelity.py"
+    if not path.exists():
+        pytest.skip("examples/ is not beside the tests (an installed copy)")
+    spec = importlib.util.spec_from_file_location("fidelity_example", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _tiny(model):
+    pipe, call = _example().MODELS[model]()
     pipe.set_progress_bar_config(disable=True)
-    g = torch.Generator().manual_seed(0)
-    call = {"prompt_embeds": torch.randn(1, 6, 16, generator=g),
-            "negative_prompt_embeds": torch.randn(1, 6, 16, generator=g),
-            "height": 64, "width": 64, "num_frames": 9, "num_inference_steps": 4, "guidance_scale": 5.0}
+    call.update(height=64, width=64, num_frames=9, num_inference_steps=4)
     return pipe, call
+
+
+def _wan_pipeline():
+    return _tiny("wan")
 
 
 def _hunyuan_pipeline():
-    from diffusers import AutoencoderKLHunyuanVideo, FlowMatchEulerDiscreteScheduler, HunyuanVideoPipeline
-
-    vae = AutoencoderKLHunyuanVideo(
-        in_channels=3, out_channels=3, latent_channels=4,
-        down_block_types=("HunyuanVideoDownBlock3D",) * 4, up_block_types=("HunyuanVideoUpBlock3D",) * 4,
-        block_out_channels=(8, 8, 8, 8), layers_per_block=1, norm_num_groups=4,
-        spatial_compression_ratio=8, temporal_compression_ratio=4).eval()
-    pipe = HunyuanVideoPipeline(text_encoder=None, tokenizer=None, text_encoder_2=None, tokenizer_2=None,
-                                transformer=BY_NAME["HunyuanVideoTransformer3DModel"].build(), vae=vae,
-                                scheduler=FlowMatchEulerDiscreteScheduler(shift=7.0))
-    pipe.set_progress_bar_config(disable=True)
-    g = torch.Generator().manual_seed(0)
-    mask = torch.ones(1, 10)
-    mask[:, 6:] = 0
-    call = {"prompt_embeds": torch.randn(1, 10, 16, generator=g), "prompt_attention_mask": mask,
-            "pooled_prompt_embeds": torch.randn(1, 8, generator=g), "height": 64, "width": 64,
-            "num_frames": 9, "num_inference_steps": 4}
-    return pipe, call
+    return _tiny("hunyuan")
 
 
 @pytest.mark.parametrize("build", [_wan_pipeline, _hunyuan_pipeline], ids=["wan", "hunyuan"])
@@ -162,7 +151,7 @@ def test_fidelity_end_to_end(build, tmp_path):
     # Per layer and step, from the report: layer 0 and step 0 dense (error 0), the others routed.
     layers = {row["layer"] for row in result.attention}
     steps = {row["step"] for row in result.attention}
-    assert layers == {0, 1} and steps == {0, 1, 2, 3}
+    assert len(layers) >= 2 and layers == set(range(len(layers))) and steps == {0, 1, 2, 3}
     for row in result.attention:
         if row["layer"] == 0 or row["step"] == 0:
             assert row["error"] == 0.0 and row["density"] == 1.0
@@ -209,13 +198,7 @@ def test_fidelity_refuses_bad_calls_before_running():
 
 
 def test_the_fidelity_example_runs_tiny(tmp_path, capsys):
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "examples" / "fidelity.py"
-    spec = importlib.util.spec_from_file_location("fidelity_example", path)
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
+    example = _example()
     result = example.main(["--model", "hunyuan", "--steps", "3", "--frames", "9", "--size", "64",
                            "--plot", str(tmp_path / "f.png"), "--json", str(tmp_path / "f.json")])
     assert 0 < result.psnr < math.inf
