@@ -120,6 +120,7 @@ TILESPLASH_INSTANTIATE_FOR_TARGETS(ProductNames);
 // for both) the tile target's int8 attention equals the VNNI target's bit for
 // bit: head dims with and without a tail of channel quads, several threads.
 TEST(AmxTiles, Int8AttentionEqualsTheVnniTargets) {
+  if (!TILESPLASH_ARCH_X86) GTEST_SKIP() << "x86 only (AMX and AVX-512 targets)";
   const std::vector<std::string> missing =
       kernel::missing_cpu_features("avx512f avx512bw avx512dq avx512vl avx512bf16 avx512vnni");
   if (!missing.empty()) GTEST_SKIP() << "this CPU runs neither amx_emulated nor avx512bf16";
@@ -150,6 +151,7 @@ TEST(AmxTiles, Int8AttentionEqualsTheVnniTargets) {
 // another order: the model (tests/emulation/amx_tile_emu.h) is then to be
 // corrected.
 TEST(AmxTiles, TheHardwareMatchesTheModel) {
+  if (!TILESPLASH_ARCH_X86) GTEST_SKIP() << "x86 only (AMX)";
   const std::vector<std::string> missing =
       kernel::missing_cpu_features("amx-tile amx-bf16 amx-int8 avx512bf16");
   if (!missing.empty()) {
