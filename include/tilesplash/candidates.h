@@ -102,7 +102,7 @@ struct MethodOptions {
   double density = 0.25;  // target density of every candidate, in (0, 1]
   bool sink = false;      // OR the first-frame sink (Wan) into every candidate
   bool text_full = true;  // text rows and columns kept whole
-  // Method "svg" only (method_attention_options): the shared band's
+  // Methods that take a band (MethodInfo::takes_band, svg): the shared band's
   // half-width in tokens instead of the one that meets density.
   std::optional<std::int64_t> band = std::nullopt;
 };

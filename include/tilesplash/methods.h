@@ -51,6 +51,10 @@ std::span<const MethodInfo> methods();
 // method '<name>' (expected svg, spatial, ... or svg2)").
 const MethodInfo& method_info(std::string_view name, std::string_view who = "method");
 
+// The method a front door runs when its caller names none (the registry
+// declares it: "svg", Sparse VideoGen's routed spatial and temporal pair).
+std::string_view default_method();
+
 // The choice that heads running the data-driven method report (the entry's
 // `choice`, "svg2"): the name a front door gives a head that runs its own
 // clusters. The registry has exactly one data-driven method.

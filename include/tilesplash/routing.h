@@ -123,8 +123,9 @@ struct RouterOptions {
 };
 
 struct VideoAttentionOptions {
-  // The heads' choices; names must be unique and not "dense". Empty: Sparse
-  // VideoGen's spatial and temporal masks on the band below (method "svg").
+  // The heads' choices; names must be unique and not "dense". Empty: the
+  // candidates of the registry's default method (default_method(), Sparse
+  // VideoGen's spatial and temporal pair) on the band below.
   std::vector<MaskCandidate> candidates;
   // The band half-width W in tokens of the default candidates; when unset,
   // the band whose spatial and temporal masks (sink and text areas included)
@@ -138,8 +139,8 @@ struct VideoAttentionOptions {
   std::optional<double> density_budget;
   // An error target (RoutePolicy): each routed head runs the least dense
   // candidate whose sampled relative L2 error against dense is <= error.
-  // With empty candidates, they become the spatial and temporal pair at
-  // every density of the ladder below (ladder_candidates("svg", ...)).
+  // With empty candidates, they become the default method's candidates at
+  // every density of the ladder below (ladder_candidates()).
   std::optional<double> error;
   // The ladder of the default candidates with an error target; empty:
   // default_density_ladder(). Only with error.
@@ -176,6 +177,14 @@ struct VideoAttentionOptions {
 struct HeadReport {
   std::int64_t head = 0;
   HeadMask choice = HeadMask::kDense;
+  // What the choice is, as fields (never parsed from its name): the
+  // registered mask family of the mask the head ran ("spatial" for
+  // "spatial@0.05", "sta" for "sta:3x3x3@0.1"; "dense"; the cluster choice,
+  // "svg2"; a candidate of no registered family: its MaskCandidate::family,
+  // else its name) and its rung, the ladder density of an error target's
+  // candidate (MaskCandidate::rung; 0 for any other choice).
+  std::string family = "dense";
+  double rung = 0.0;
   bool routed = false;  // false for warm-up or forced heads
   // Sampled MSE against dense of every candidate, in VideoAttention::
   // candidates() order; empty when not routed.
@@ -225,22 +234,34 @@ struct RouteDecision {
 // clusters per head).
 std::span<const std::string_view> attention_method_names();
 
-// The front-door options of a registered method, matched to
-// options.density: "svg" leaves candidates empty (the front door's own
-// spatial and temporal pair, on options.band when given, else on the band
-// that meets the density); "svg2" sets clusters
-// (default_cluster_options(geometry), the top_p that meets the density per
-// head, min_kc_ratio at most density / 2 so that the floor leaves it room);
-// any other name sets candidates = method_candidates(). options.band with
-// another method than svg is an error ("band: ..."). The rest (warm-up,
-// router, blocks, threads) stays default for the caller to set. Throws
-// std::invalid_argument naming the valid methods.
-VideoAttentionOptions method_attention_options(std::string_view method,
-                                               const VideoGeometry& geometry,
-                                               const MethodOptions& options = {});
+// An error target as a front end takes it (error=, --error): each routed
+// head runs the least dense candidate whose sampled relative L2 error
+// against dense is <= error, among the method's candidates at every density
+// of the ladder.
+struct ErrorTarget {
+  double error = 0.0;  // > 0 and finite
+  // The ladder, strictly increasing in (0, 1]; nullopt: default_density_ladder().
+  std::optional<std::vector<double>> densities;
+};
 
-// The candidates of `method` (method_candidates(); "svg": the spatial and
-// temporal pair, each on the band of its density) at every density of the
+// The front-door options of a registered method, matched to
+// options.density: candidates = the entry's candidates (method_candidates();
+// a method whose heads share a band, svg, builds them on options.band when
+// given, else on the band that meets the density), or clusters for a
+// data-driven method (svg2: default_cluster_options(geometry), the top_p
+// that meets the density per head, min_kc_ratio at most density / 2 so that
+// the floor leaves it room). With an error target: error set and
+// candidates = ladder_candidates(method, ...) on its ladder (the one setup
+// of the CLI's --error and Python's error=; no band, no data-driven
+// method). options.band with a method that takes none is an error ("band:
+// ..."). The rest (warm-up, router, blocks, threads) stays default for the
+// caller to set. Throws std::invalid_argument naming the valid methods.
+VideoAttentionOptions method_attention_options(
+    std::string_view method, const VideoGeometry& geometry, const MethodOptions& options = {},
+    const std::optional<ErrorTarget>& error = std::nullopt);
+
+// The candidates of `method` (method_candidates(), options.band left out:
+// each rung on the band of its density) at every density of the
 // ladder, named "<name>@<density>" ("spatial@0.05", "sta:3x3x3@0.1"), in
 // ladder order: what an error target routes among. options.density is
 // ignored; the ladder is checked (check_density_ladder). Throws
@@ -265,8 +286,9 @@ std::string ladder_name(std::string_view name, double density);
 Fields head_fields(const HeadReport& head, std::span<const MaskCandidate> candidates);
 
 // The names options.force may take: "dense" and the masks these options'
-// heads run (the candidates' names; the default spatial and temporal pair
-// without candidates; "svg2" with clusters). The front door rejects any
+// heads run (the candidates' names; the default method's mask names, at
+// every rung with an error target, without candidates; the cluster choice
+// with clusters). The front door rejects any
 // other name.
 std::vector<std::string> force_names(const VideoAttentionOptions& options);
 

@@ -34,6 +34,7 @@ void bind_methods(nb::module_& m) {
     return result;
   });
   m.def("cluster_choice", [] { return std::string(cluster_choice()); });
+  m.def("default_method", [] { return std::string(default_method()); });
 }
 
 }  // namespace tilesplash::python

@@ -251,27 +251,14 @@ void bind_video_attention(nb::module_& m) {
              PyThreadingContext* context, const std::string& precision, std::optional<double> error,
              std::optional<std::vector<double>> densities, const std::string& granularity,
              bool compensate) {
-            MethodOptions method_options{density, sink, text_full, band};
-            if (error) check_error_target(*error, "error");
             if (densities && !error) {
               throw std::invalid_argument(
                   "densities: a density ladder applies with error= only (give error too)");
             }
-            if (densities) check_density_ladder(*densities, "densities");
-            if (error && band) {
-              throw std::invalid_argument(
-                  "band: with error= the ladder's densities choose the bands; leave band None");
-            }
-            VideoAttentionOptions options =
-                method_attention_options(method, geometry, method_options);
-            if (error && method != "svg") {
-              options.candidates = ladder_candidates(
-                  method, geometry, method_options,
-                  densities ? std::span<const double>(*densities) : default_density_ladder());
-            } else if (error && densities) {
-              options.densities = *densities;
-            }
-            options.error = error;
+            std::optional<ErrorTarget> target;
+            if (error) target = ErrorTarget{*error, densities};
+            VideoAttentionOptions options = method_attention_options(
+                method, geometry, {density, sink, text_full, band}, target);
             options.density_budget = density_budget;
             options.warmup = {dense_layers, dense_steps};
             options.router = {samples, seed};

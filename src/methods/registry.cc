@@ -31,6 +31,18 @@ std::span<const MethodEntry* const> method_registry() {
   return kMethods;
 }
 
+// The method a front door runs when its caller names none (VideoAttention
+// without candidates, the CLI's --method, Python's method=): declared here,
+// so no caller spells a method's name.
+const MethodEntry& default_method_entry() { return svg_method(); }
+
+std::string_view mask_family(const Mask& mask) {
+  for (const MethodEntry* method : method_registry()) {
+    if (method->run != nullptr && method->run(mask)) return method->info.name;
+  }
+  return {};
+}
+
 const MethodEntry* find_method(std::string_view name) {
   for (const MethodEntry* method : method_registry()) {
     if (method->info.name == name) return method;
@@ -41,6 +53,8 @@ const MethodEntry* find_method(std::string_view name) {
 }  // namespace tilesplash::detail
 
 namespace tilesplash {
+
+std::string_view default_method() { return detail::default_method_entry().info.name; }
 
 std::string_view cluster_choice() {
   // Looked up once: the front door names every clustered head with it.

@@ -51,6 +51,11 @@ struct MethodEntry {
 
 // Every method, in registry order.
 std::span<const MethodEntry* const> method_registry();
+// The method front doors run when none is named (methods.h: default_method).
+const MethodEntry& default_method_entry();
+// The name of the registered family whose masks `mask` is one of (the entry
+// whose `run` recognises it: "spatial", "sta", ...); empty for any other.
+std::string_view mask_family(const Mask& mask);
 // The entry of that name, or null.
 const MethodEntry* find_method(std::string_view name);
 

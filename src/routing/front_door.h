@@ -105,6 +105,8 @@ struct VideoAttention::Impl {
   std::int64_t band;
   std::vector<MaskCandidate> candidates;
   std::vector<Mask> candidate_masks;  // what the router scores, in candidates order
+  // Each candidate's mask family (HeadReport::family), in candidates order.
+  std::vector<std::string> candidate_families;
   // The runner, the permutations, the merges and k-means all run here.
   std::shared_ptr<ThreadingContext> context;
   int threads;                                // options.threads resolved against the context

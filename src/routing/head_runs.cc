@@ -251,9 +251,12 @@ HeadReport VideoAttention::Impl::run_head(const AttentionArgs& args, std::int64_
     report.density = 1.0;
     report.tiles_visited = keys ? visited_pairs(plan) / (double(n) * double(n)) : 1.0;
   } else if (choice == detail::kClusterChoice) {
+    report.family = choice.name();
     run_clusters(args, head, h, layer, keys, report);
   } else {
     const MaskCandidate& candidate = find(choice);
+    report.family = candidate_families[static_cast<std::size_t>(&candidate - candidates.data())];
+    report.rung = candidate.rung;
     const TilePlan& plan = candidate_plan(candidate, keys, plan_seconds);
     const double kept =
         run_sparse(head, candidate.run, plan, report, plan_seconds, keys ? keys->limit : -1);

@@ -19,18 +19,38 @@ std::span<const std::string_view> attention_method_names() {
   return names;
 }
 
-VideoAttentionOptions method_attention_options(std::string_view method,
-                                               const VideoGeometry& geometry,
-                                               const MethodOptions& options) {
+namespace {
+
+const detail::MethodEntry& entry_of(std::string_view method, const std::string& who) {
   const detail::MethodEntry* entry = detail::find_method(method);
   if (entry == nullptr) {
-    throw std::invalid_argument("method_attention_options: unknown method '" + std::string(method) +
-                                "' (expected " + method_list_text() + ")");
+    throw std::invalid_argument(who + ": unknown method '" + std::string(method) + "' (expected " +
+                                method_list_text() + ")");
   }
-  if (options.band && !entry->info.takes_band) {
-    throw std::invalid_argument(
-        "band: a band in tokens applies to method 'svg' only, got method '" + std::string(method) +
-        "' (give density instead)");
+  return *entry;
+}
+
+// "'svg'" or "'a' or 'b'": the methods whose heads share a band.
+std::string band_methods() {
+  std::string list;
+  for (const MethodInfo& method : methods()) {
+    if (!method.takes_band) continue;
+    list += (list.empty() ? "'" : " or '") + std::string(method.name) + "'";
+  }
+  return list;
+}
+
+}  // namespace
+
+VideoAttentionOptions method_attention_options(std::string_view method,
+                                               const VideoGeometry& geometry,
+                                               const MethodOptions& options,
+                                               const std::optional<ErrorTarget>& target) {
+  const detail::MethodEntry& entry = entry_of(method, "method_attention_options");
+  if (options.band && !entry.info.takes_band) {
+    throw std::invalid_argument("band: a band in tokens applies to method " + band_methods() +
+                                " only, got method '" + std::string(method) +
+                                "' (give density instead)");
   }
   geometry.validate();
   if (!options.band && !(options.density > 0.0 && options.density <= 1.0)) {
@@ -42,11 +62,20 @@ VideoAttentionOptions method_attention_options(std::string_view method,
   result.band = options.band;
   result.sink = options.sink;
   result.text_full = options.text_full;
-  if (entry->info.takes_band) return result;  // the front door's own default pair, on one band
-  if (entry->clusters != nullptr) {
-    result.clusters = entry->clusters(geometry, options);
+  if (target) {
+    check_error_target(target->error, "error");
+    if (options.band) {
+      throw std::invalid_argument(
+          "band: with an error target the ladder's densities choose the bands; give no band");
+    }
+    result.error = target->error;
+    result.candidates = ladder_candidates(
+        method, geometry, options,
+        target->densities ? std::span<const double>(*target->densities) : default_density_ladder());
+  } else if (entry.clusters != nullptr) {
+    result.clusters = entry.clusters(geometry, options);
   } else {
-    result.candidates = entry->candidates(geometry, options);
+    result.candidates = entry.candidates(geometry, options);
   }
   return result;
 }

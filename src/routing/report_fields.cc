@@ -12,6 +12,8 @@ Fields head_fields(const HeadReport& head, std::span<const MaskCandidate> candid
   return {
       {"head", head.head},
       {"choice", head.choice.name()},
+      {"family", head.family},
+      {"rung", head.rung},
       {"routed", head.routed},
       {"mse", std::move(mse)},
       {"mse_spatial", head.mse_spatial},

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "methods/registry.h"
+#include "tilesplash/candidates.h"
 #include "tilesplash/methods.h"
 #include "tilesplash/routing.h"
 
@@ -35,6 +36,15 @@ std::string number(double value) {
   for (int digits = 6; digits <= 17; ++digits) {
     std::snprintf(text, sizeof text, "%.*g", digits, value);
     if (std::strtod(text, nullptr) == value) break;
+  }
+  return text;
+}
+
+// "a, b or c".
+std::string join_names(std::span<const std::string_view> names) {
+  std::string text;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    text += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + std::string(names[i]);
   }
   return text;
 }
@@ -143,25 +153,18 @@ std::vector<MaskCandidate> ladder_candidates(std::string_view method, const Vide
     throw std::invalid_argument("ladder_candidates: unknown method '" + std::string(method) +
                                 "' (expected " + method_list_text() + ")");
   }
-  if (entry->clusters != nullptr) {
+  if (entry->candidates == nullptr) {
     throw std::invalid_argument("error: method '" + std::string(method) +
                                 "' runs each head's own clusters and has no density ladder; "
-                                "use a method with candidates (svg, radial, sta, ...)");
+                                "use a method with candidates (" +
+                                join_names(method_names()) + ")");
   }
   std::vector<MaskCandidate> ladder;
-  const VideoMaskOptions mask_options{options.sink, options.text_full};
   for (const double density : densities) {
-    std::vector<MaskCandidate> rung;
-    if (method == "svg") {
-      const std::int64_t band = band_for_density(geometry, density, mask_options);
-      rung = {video_candidate(VideoMaskKind::kSpatial, geometry, band, mask_options),
-              video_candidate(VideoMaskKind::kTemporal, geometry, band, mask_options)};
-    } else {
-      MethodOptions at = options;
-      at.density = density;
-      at.band = std::nullopt;
-      rung = entry->candidates(geometry, at);
-    }
+    MethodOptions at = options;
+    at.density = density;
+    at.band = std::nullopt;
+    std::vector<MaskCandidate> rung = entry->candidates(geometry, at);
     for (MaskCandidate& c : rung) {
       c.family = c.name;
       c.rung = density;

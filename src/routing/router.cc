@@ -95,8 +95,8 @@ RouteDecision decide(const std::vector<MaskCandidate>& candidates, std::vector<d
   decision.mse_spatial = kNaN;
   decision.mse_temporal = kNaN;
   for (std::size_t i = 0; i < candidates.size(); ++i) {
-    if (candidates[i].name == "spatial") decision.mse_spatial = mse[i];
-    if (candidates[i].name == "temporal") decision.mse_temporal = mse[i];
+    if (candidates[i].name == HeadMask::kSpatial.name()) decision.mse_spatial = mse[i];
+    if (candidates[i].name == HeadMask::kTemporal.name()) decision.mse_temporal = mse[i];
     decision.error.push_back(sampled_error(mse[i], power));
   }
   decision.mse = std::move(mse);

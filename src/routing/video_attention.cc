@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "clusters/cluster_internal.h"
+#include "methods/registry.h"
 #include "routing/front_door.h"
 #include "routing/ladder_scorer.h"
 #include "tilesplash/routing.h"
@@ -135,7 +136,13 @@ VideoAttention::Impl::Impl(const VideoGeometry& g, VideoAttentionOptions o,
       context(c ? std::move(c) : std::make_shared<ThreadingContext>()),
       threads(context->resolve(options.threads)),
       backend(make_backend("cpu", context)) {
-  for (const MaskCandidate& c : candidates) candidate_masks.push_back(c.mask);
+  for (const MaskCandidate& c : candidates) {
+    candidate_masks.push_back(c.mask);
+    const std::string_view family = detail::mask_family(c.mask);
+    candidate_families.emplace_back(!family.empty()     ? std::string(family)
+                                    : !c.family.empty() ? c.family
+                                                        : c.name);
+  }
   if (options.force) {
     const std::vector<std::string> names = force_names(options);
     if (std::find(names.begin(), names.end(), options.force->name()) == names.end()) {
@@ -150,37 +157,40 @@ std::vector<std::string> force_names(const VideoAttentionOptions& options) {
   std::vector<std::string> names = {"dense"};
   if (options.clusters) {
     names.push_back(detail::kClusterChoice.name());
-  } else if (options.candidates.empty() && options.error) {
-    const std::span<const double> ladder = options.densities.empty()
-                                               ? default_density_ladder()
-                                               : std::span<const double>(options.densities);
-    for (const double d : ladder) {
-      names.push_back(ladder_name(HeadMask::kSpatial.name(), d));
-      names.push_back(ladder_name(HeadMask::kTemporal.name(), d));
-    }
   } else if (options.candidates.empty()) {
-    names.insert(names.end(), {HeadMask::kSpatial.name(), HeadMask::kTemporal.name()});
+    // The default method's masks, named before the geometry is known.
+    const std::span<const std::string_view> masks = detail::default_method_entry().info.mask_names;
+    if (!options.error) {
+      names.insert(names.end(), masks.begin(), masks.end());
+      return names;
+    }
+    for (const double d : options.densities.empty() ? default_density_ladder()
+                                                    : std::span<const double>(options.densities)) {
+      for (const std::string_view mask : masks) names.push_back(ladder_name(mask, d));
+    }
   } else {
     for (const MaskCandidate& c : options.candidates) names.push_back(c.name);
   }
   return names;
 }
 
+// Without candidates: the registry's default method, through the one setup
+// every front door uses (method_attention_options).
 std::vector<MaskCandidate> VideoAttention::Impl::make_candidates() const {
   if (options.clusters) return {};
-  if (options.candidates.empty() && options.error) {
-    const MethodOptions method{options.density, options.sink, options.text_full, std::nullopt};
-    return ladder_candidates("svg", geometry, method,
-                             options.densities.empty()
-                                 ? default_density_ladder()
-                                 : std::span<const double>(options.densities));
+  if (!options.candidates.empty()) {
+    check_candidates(options.candidates, geometry.tokens());
+    return options.candidates;
   }
-  if (options.candidates.empty()) {
-    return {video_candidate(VideoMaskKind::kSpatial, geometry, band, mask_options),
-            video_candidate(VideoMaskKind::kTemporal, geometry, band, mask_options)};
+  const detail::MethodEntry& entry = detail::default_method_entry();
+  MethodOptions method{options.density, options.sink, options.text_full, std::nullopt};
+  if (entry.info.takes_band && !options.error) method.band = band;
+  std::optional<ErrorTarget> target;
+  if (options.error) {
+    target = ErrorTarget{*options.error, std::nullopt};
+    if (!options.densities.empty()) target->densities = options.densities;
   }
-  check_candidates(options.candidates, geometry.tokens());
-  return options.candidates;
+  return method_attention_options(entry.info.name, geometry, method, target).candidates;
 }
 
 const MaskCandidate& VideoAttention::Impl::find(const HeadMask& choice) const {

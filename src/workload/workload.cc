@@ -106,10 +106,10 @@ void check(const VideoGeometry& geometry, const WorkloadOptions& o) {
 
 std::string_view to_string(PlantedHead planted) {
   switch (planted) {
-    case PlantedHead::kSpatial:
-      return "spatial";
+    case PlantedHead::kSpatial:  // planted for that mask: named as it
+      return to_string(VideoMaskKind::kSpatial);
     case PlantedHead::kTemporal:
-      return "temporal";
+      return to_string(VideoMaskKind::kTemporal);
     case PlantedHead::kAmbiguous:
       return "ambiguous";
     case PlantedHead::kCluster:

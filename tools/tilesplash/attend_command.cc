@@ -24,6 +24,7 @@
 #include "tilesplash/batched_attention.h"
 #include "tilesplash/kernel_limits.h"
 #include "tilesplash/mask_spec.h"
+#include "tilesplash/methods.h"
 #include "tilesplash/output_set.h"
 #include "tilesplash/plan.h"
 #include "tilesplash/plan_cache.h"
@@ -41,7 +42,7 @@ struct AttendOptions {
   std::string layout = "hnd";
   std::string mask;
   std::string route;
-  std::string method = "svg";  // with --route
+  std::string method = std::string(default_method());  // with --route
   double density = 0.25;
   double scale = 0.0;  // 0: default 1/sqrt(d)
   std::int64_t block_q = 128;

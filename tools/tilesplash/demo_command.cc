@@ -41,7 +41,7 @@ namespace {
 
 struct DemoOptions {
   ShapeOptions shape{"", "", "wan2.1-1.3b-480p"};
-  std::string method = "svg";
+  std::string method = std::string(default_method());
   std::int64_t heads = 4;
   double density = 0.25;
   std::int64_t threads = 0;
@@ -131,10 +131,8 @@ DemoSetup resolve(const DemoOptions& options, OutputSet& outputs) {
 // ---- run -----------------------------------------------------------------------
 
 void configure_attention(const DemoOptions& options, DemoSetup& setup) {
-  setup.attention =
-      method_attention_options(options.method, setup.shape.geometry, {options.density});
-  apply_error_target(options.error_target, options.method, setup.shape.geometry, {options.density},
-                     setup.attention);
+  setup.attention = method_attention_options(options.method, setup.shape.geometry,
+                                             {options.density}, error_target(options.error_target));
   setup.attention.threads = setup.threads;
   setup.attention.compensate = options.compensate;
   setup.attention.router.seed = options.seed;

@@ -59,25 +59,18 @@ void add_error_target_options(CLI::App& app, ErrorTargetOptions& options, bool w
       ->check(non_empty("a file path"));
 }
 
-void apply_error_target(const ErrorTargetOptions& options, const std::string& method,
-                        const VideoGeometry& geometry, const MethodOptions& method_options,
-                        VideoAttentionOptions& attention) {
+std::optional<ErrorTarget> error_target(const ErrorTargetOptions& options) {
   if (options.error.empty()) {
     if (!options.densities.empty()) {
       throw std::invalid_argument("--densities: a density ladder applies with --error only");
     }
-    return;
+    return std::nullopt;
   }
-  const double error = parse_number(options.error, "--error", "a relative L2 error > 0");
-  check_error_target(error, "--error");
-  std::vector<double> ladder(default_density_ladder().begin(), default_density_ladder().end());
-  if (!options.densities.empty()) ladder = parse_ladder(options.densities);
-  attention.error = error;
-  if (method == "svg") {
-    attention.densities = ladder;
-  } else {
-    attention.candidates = ladder_candidates(method, geometry, method_options, ladder);
-  }
+  ErrorTarget target;
+  target.error = parse_number(options.error, "--error", "a relative L2 error > 0");
+  check_error_target(target.error, "--error");
+  if (!options.densities.empty()) target.densities = parse_ladder(options.densities);
+  return target;
 }
 
 WorkloadOptions error_target_workload(const ErrorTargetOptions& options, std::int64_t heads,

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "tilesplash/routing.h"
@@ -23,12 +24,10 @@ struct ErrorTargetOptions {
 // with_png: also --png (route; demo has its own --png directory).
 void add_error_target_options(CLI::App& app, ErrorTargetOptions& options, bool with_png = true);
 
-// --error and --densities into `attention` (error, and the ladder: svg's
-// densities, or the other methods' ladder_candidates()). Throws
-// std::invalid_argument naming the flag.
-void apply_error_target(const ErrorTargetOptions& options, const std::string& method,
-                        const VideoGeometry& geometry, const MethodOptions& method_options,
-                        VideoAttentionOptions& attention);
+// --error and --densities as the core's error target (nullopt without
+// --error), for method_attention_options(), which sets the ladder up.
+// Throws std::invalid_argument naming the flag.
+std::optional<ErrorTarget> error_target(const ErrorTargetOptions& options);
 
 // The workload of `heads` heads: planted_band_options() with --bands, else `plain`.
 WorkloadOptions error_target_workload(const ErrorTargetOptions& options, std::int64_t heads,

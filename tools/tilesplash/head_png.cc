@@ -28,11 +28,6 @@ std::uint8_t level(double x) {
 
 }  // namespace
 
-std::string mask_family(const std::string& choice) {
-  const std::string name = choice.substr(0, choice.find('@'));
-  return name.substr(0, name.find(':'));
-}
-
 RgbImage render_head_choices(const LayerReport& report, std::int64_t cell) {
   const std::int64_t heads =
       std::max<std::int64_t>(1, static_cast<std::int64_t>(report.heads.size()));
@@ -48,7 +43,7 @@ RgbImage render_head_choices(const LayerReport& report, std::int64_t cell) {
     const std::int64_t x = static_cast<std::int64_t>(i) * cell;
     const std::uint8_t d = level(h.density);
     canvas.fill(x, 0, cell, cell, {d, d, d});
-    const std::string family = mask_family(h.choice.name());
+    const std::string& family = h.family;
     const std::size_t index = families.emplace(family, families.size()).first->second;
     canvas.fill(x, cell + gap, cell, cell, kFamilies[std::min(index, kFamilies.size() - 1)]);
     const std::int64_t y = 2 * (cell + gap);

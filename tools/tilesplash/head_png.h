@@ -18,7 +18,4 @@ namespace tilesplash::cli {
 // Cells are `cell` pixels square; strips are separated by `cell / 4` pixels.
 RgbImage render_head_choices(const LayerReport& report, std::int64_t cell = 24);
 
-// "spatial@0.05" -> "spatial", "sta:3x3x3@0.1" -> "sta".
-std::string mask_family(const std::string& choice);
-
 }  // namespace tilesplash::cli

@@ -37,7 +37,7 @@ namespace {
 
 struct RouteOptions {
   ShapeOptions shape;
-  std::string method = "svg";
+  std::string method = std::string(default_method());
   std::int64_t heads = 2;
   std::int64_t head_dim = 0;  // 0: the preset's (128 for a custom geometry)
   std::string dtype = "bf16";
@@ -112,8 +112,8 @@ VideoAttentionOptions attention_options(const RouteOptions& options, const Video
   } else if (options.band_frames >= 0.0) {
     method_options.band = band_for_frames(geometry, options.band_frames);
   }
-  VideoAttentionOptions attention =
-      method_attention_options(options.method, geometry, method_options);
+  VideoAttentionOptions attention = method_attention_options(
+      options.method, geometry, method_options, error_target(options.error_target));
   attention.warmup = {options.dense_layers, options.dense_steps};
   attention.router = {options.samples, options.seed};
   attention.blocks = {options.block_q, options.block_kv};
@@ -121,7 +121,6 @@ VideoAttentionOptions attention_options(const RouteOptions& options, const Video
   attention.granularity = parse_granularity(options.granularity);
   attention.compensate = options.compensate;
   if (attention.clusters) attention.clusters->seed = options.seed;
-  apply_error_target(options.error_target, options.method, geometry, method_options, attention);
   return attention;
 }
 
@@ -201,6 +200,12 @@ nlohmann::ordered_json head_rows(const RouteSetup& setup, const VideoWorkload& w
   record["planted_accuracy"] =
       planted > 0 ? number_or_null(static_cast<double>(found) / static_cast<double>(planted))
                   : nlohmann::ordered_json(nullptr);
+  // The candidates the heads' "mse" names, with their ladder rungs (0 off a ladder).
+  auto candidates = nlohmann::ordered_json::array();
+  for (const MaskCandidate& c : comparison.candidates) {
+    candidates.push_back({{"name", c.name}, {"rung", c.rung}, {"density", c.density}});
+  }
+  record["candidates"] = std::move(candidates);
   return rows;
 }
 

@@ -38,7 +38,7 @@ struct TuneCliOptions {
   std::int64_t q_len = 0;
   std::int64_t kv_len = 0;  // 0: same as q_len
   ShapeOptions shape;       // --preset / --geometry
-  std::string method = "svg";
+  std::string method = std::string(default_method());
   double density = 0.25;
   const CLI::Option* density_option = nullptr;  // to tell a given --density from the default
   const CLI::Option* method_option = nullptr;

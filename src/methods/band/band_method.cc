@@ -78,11 +78,14 @@ std::vector<MaskCandidate> one_kind(const VideoGeometry& geometry, const MethodO
                           band_for_density(geometry, options.density, video, kKind), video)};
 }
 
-// "svg" shares one band between the two kinds: one plan for every head.
+// "svg" shares one band between the two kinds: one plan for every head. The
+// band is the caller's (options.band, in tokens) or the one that meets the
+// density.
 std::vector<MaskCandidate> shared_band(const VideoGeometry& geometry,
                                        const MethodOptions& options) {
   const VideoMaskOptions video = video_options(options);
-  const std::int64_t band = band_for_density(geometry, options.density, video);
+  const std::int64_t band =
+      options.band ? *options.band : band_for_density(geometry, options.density, video);
   return {video_candidate(VideoMaskKind::kSpatial, geometry, band, video),
           video_candidate(VideoMaskKind::kTemporal, geometry, band, video)};
 }
