@@ -66,7 +66,7 @@ VideoAttentionOptions method_attention_options(std::string_view method,
     check_error_target(target->error, "error");
     if (options.band) {
       throw std::invalid_argument(
-          "band: with an error target the ladder's densities choose the bands; give no band");
+          "band: with error the ladder's densities choose the bands; give no band");
     }
     result.error = target->error;
     result.candidates = ladder_candidates(
