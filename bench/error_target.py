@@ -59,7 +59,8 @@ def sampled(probe):
     names = list(heads[0]["mse"])
     mse = [[h["mse"][n] for n in names] for h in heads]
     power = [h["mse"][h["choice"]] / h["error"] ** 2 for h in heads]
-    return mse, power, [float(n.split("@")[1]) for n in names]
+    rungs = {c["name"]: c["rung"] for c in probe["candidates"]}
+    return mse, power, [rungs[n] for n in names]
 
 
 def calibrate(probe, goal):

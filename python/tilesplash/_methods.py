@@ -34,6 +34,14 @@ def method_flag(method: str, flag: str):
     return _core.methods()[method][flag]
 
 
+def default_method() -> str:
+    """The method front doors run when none is named ("svg"): the registry's declaration."""
+    return _core.default_method()
+
+
+DEFAULT_METHOD = _core.default_method()
+
+
 def cluster_choice() -> str:
     """The choice heads of the data-driven method report ("svg2"): its registry entry's."""
     return _core.cluster_choice()

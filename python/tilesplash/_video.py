@@ -20,7 +20,7 @@ from ._checks import (
 from ._dist.agreement import DERIVED, PER_RANK
 from ._dist.group import check_timeout
 from ._mask import Mask
-from ._methods import check_method, method_flag, method_names
+from ._methods import DEFAULT_METHOD, check_method, method_flag, method_names
 from ._threading import check_context, core_of
 from ._video_group import GroupForward
 from ._tensors import call_arrays, check_layout, check_qkv, torch_module
@@ -132,7 +132,7 @@ class VideoAttention(GroupForward):
     but the CPU; True / False force it.
     """
 
-    def __init__(self, geometry, *, method="svg", density=0.25, band=None, sink=False,
+    def __init__(self, geometry, *, method=DEFAULT_METHOD, density=0.25, band=None, sink=False,
                  text_full=True, density_budget=None, dense_layers=0, dense_steps=0, samples=64,
                  seed=0, force=None, threads=0, block_q=None, block_kv=None, scale=None,
                  context=None, group=None, timeout=None, backend="auto", flex_strategy="permute",
@@ -327,7 +327,9 @@ class VideoAttention(GroupForward):
         Returns (out, report), or (out, lse, report) with return_lse=True; out has
         q's type, dtype and layout. report: {"heads": [one dict per (batch entry,
         head): "batch", "head", "choice" ("dense", a candidate's name such as
-        "spatial", "temporal", "radial", "sta:3x3x3", or "svg2"), "routed",
+        "spatial", "temporal", "radial", "sta:3x3x3", or "svg2"), "family" (its
+        mask family: "spatial" for "spatial@0.05", "sta" for "sta:3x3x3"),
+        "rung" (an error target's ladder density; 0 off a ladder), "routed",
         "mse_spatial", "mse_temporal" (None when not routed or not a candidate),
         "mse" ({candidate name: sampled MSE against dense}, empty when not
         routed), "error" (the choice's sampled relative L2 error against dense;

@@ -58,7 +58,8 @@ def test_head_errors_take_the_least_error_over_families(bench):
          "mse": {"spatial@0.1": 0.01, "temporal@0.1": 0.04, "spatial@0.2": 0.0004,
                  "temporal@0.2": 0.0001}},
         {"routed": False, "error": None, "choice": "dense", "mse": {}},
-    ]}
+    ], "candidates": [{"name": f"{family}@{rung}", "rung": rung}
+                      for rung in (0.1, 0.2) for family in ("spatial", "temporal")]}
     (head,) = bench.head_errors(probe)  # the unrouted head is left out
     assert head == pytest.approx({0.1: 0.1, 0.2: 0.01})
 

@@ -45,7 +45,7 @@ from .._backends import BACKENDS, check_backend
 from .._checks import (MAX_THREADS, check_bool, check_fraction, check_granularity, check_int,
                        check_precision, prefixed)
 from .._dist import check_timeout
-from .._methods import check_method, method_flag
+from .._methods import DEFAULT_METHOD, check_method, method_flag
 from .._threading import check_context
 from .._video import check_error_target
 from ._fidelity import Fidelity
@@ -100,6 +100,8 @@ class TilesplashHandle:
         ``step``, ``warmup`` (the call ran dense: warm-up layer, first or last steps),
         ``heads`` (one dict per batch entry and head: ``choice`` "dense" / "spatial" /
         "temporal" / a candidate of the method such as "radial" or "sta:3x3x3" / "svg2",
+        ``family`` (its mask family, "sta" for "sta:3x3x3@0.1") and ``rung`` (its
+        ladder density with an error target, else 0),
         ``mse_spatial``, ``mse_temporal``, ``mse`` (every candidate's), ``density``,
         ``seconds``, ...), ``seconds`` (the whole call), ``geometry`` (``frames``,
         ``height``, ``width`` after patching, ``text``, ``text_at``, ``key_lengths``) and
@@ -141,7 +143,7 @@ class TilesplashHandle:
 def enable(
     target,
     *,
-    method: str = "svg",
+    method: str = DEFAULT_METHOD,
     density: float = 0.25,
     density_budget: float | None = None,
     sink: bool | None = None,

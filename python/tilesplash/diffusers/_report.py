@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import numbers
 
-_SVG_CHOICES = ("dense", "spatial", "temporal")
+from .._methods import DEFAULT_METHOD, methods
+
+# The head counts every row has: dense and the default method's masks (svg's
+# "spatial" and "temporal"), as the registry names them.
+_FIXED_CHOICES = ("dense", *methods()[DEFAULT_METHOD]["mask_names"])
 
 
 def summarize(report: list[dict]) -> list[dict]:
@@ -18,8 +22,8 @@ def summarize(report: list[dict]) -> list[dict]:
     calls run dense: each head's time over the share of the map its kernel
     visited, "tiles_visited"), ``saved_seconds`` (dense_seconds - seconds) and
     ``target_missed`` (heads whose error target no candidate met) and
-    ``families``: per mask family (the choice without its density or
-    parameters: "spatial@0.05" -> "spatial", "sta:3x3x3" -> "sta", "dense"),
+    ``families``: per mask family (the head report's ``family``: "spatial"
+    for "spatial@0.05", "sta" for "sta:3x3x3", "dense"),
     ``{"heads", "density", "seconds", "saved_seconds"}`` with ``density`` the
     mean over that family's heads and the seconds summed as above.
     """
@@ -27,7 +31,7 @@ def summarize(report: list[dict]) -> list[dict]:
     for record in report:
         row = rows.setdefault(
             record["step"],
-            {"step": record["step"], "calls": 0, "dense": 0, "spatial": 0, "temporal": 0, "density": 0.0,
+            {"step": record["step"], "calls": 0, **dict.fromkeys(_FIXED_CHOICES, 0), "density": 0.0,
              "seconds": 0.0, "dense_seconds": 0.0, "saved_seconds": 0.0, "target_missed": 0,
              "families": {}},
         )
@@ -42,7 +46,7 @@ def summarize(report: list[dict]) -> list[dict]:
             row["saved_seconds"] += saved
             row["target_missed"] += head.get("target_met", True) is False
             family = row["families"].setdefault(
-                _family(head["choice"]), {"heads": 0, "density": 0.0, "seconds": 0.0, "saved_seconds": 0.0})
+                _family(head), {"heads": 0, "density": 0.0, "seconds": 0.0, "saved_seconds": 0.0})
             family["heads"] += 1
             family["density"] += head["density"]
             family["seconds"] += head.get("seconds", 0.0)
@@ -59,31 +63,36 @@ def _choices(row: dict) -> list[str]:
     """The head-count keys of a summarize() row: dense, spatial, temporal, then the others."""
     fixed = {"step", "calls", "density", "seconds", "dense_seconds", "saved_seconds",
              "target_missed", "families"}
-    return list(_SVG_CHOICES) + [key for key in row if key not in fixed and key not in _SVG_CHOICES]
+    return list(_FIXED_CHOICES) + [key for key in row if key not in fixed and key not in _FIXED_CHOICES]
 
 
 def summary_table(report: list[dict]) -> str:
     """``summarize(report)`` as a text table, one line per step; a column per choice
     beyond dense, spatial and temporal that occurs."""
     rows = summarize(report)
-    others = list(dict.fromkeys(key for row in rows for key in _choices(row)[len(_SVG_CHOICES):]))
-    widths = [max(5, len(name)) for name in others]
-    lines = ["step  calls  dense  spatial  temporal"
-             + "".join(f"  {name:>{width}}" for name, width in zip(others, widths))
+    others = list(dict.fromkeys(key for row in rows for key in _choices(row)[len(_FIXED_CHOICES):]))
+    names = [*_FIXED_CHOICES, *others]
+    widths = [max(5, len(name)) for name in names]
+    lines = ["step  calls" + "".join(f"  {name:>{width}}" for name, width in zip(names, widths))
              + "  density  attention_ms  saved_ms"]
     for row in rows:
         lines.append(
-            f"{row['step']:>4}  {row['calls']:>5}  {row['dense']:>5}  {row['spatial']:>7}  {row['temporal']:>8}"
-            + "".join(f"  {row.get(name, 0):>{width}}" for name, width in zip(others, widths))
+            f"{row['step']:>4}  {row['calls']:>5}"
+            + "".join(f"  {row.get(name, 0):>{width}}" for name, width in zip(names, widths))
             + f"  {row['density']:>7.3f}  {1000 * row['seconds']:>12.1f}"
             + f"  {1000 * row['saved_seconds']:>8.1f}"
         )
     return "\n".join(lines)
 
 
-def _family(choice: str) -> str:
-    """A choice's mask family: "spatial@0.05" -> "spatial", "sta:3x3x3" -> "sta"."""
-    return choice.split("@")[0].split(":")[0]
+def _family(head: dict) -> str:
+    """A head's mask family, the report's field ("spatial" for "spatial@0.05")."""
+    if "family" in head:
+        return head["family"]
+    # TEMPORARY (issue 35 part 5): the flex runner's reports
+    # (_torch_video/report.py, being moved) do not carry "family" yet; until
+    # they do, the choice's name up to its rung and parameters.
+    return head["choice"].split("@")[0].split(":")[0]
 
 
 def _layer_labels(layers) -> list[str]:
@@ -100,7 +109,7 @@ def _grids(records, steps):
 
     layers = list(dict.fromkeys((r.get("transformer", ""), r.get("layer", 0)) for r in records))
     heads = 1 + max((h["head"] for r in records for h in r["heads"]), default=0)
-    families = sorted({_family(h["choice"]) for r in records for h in r["heads"]})
+    families = sorted({_family(h) for r in records for h in r["heads"]})
     out = []
     for step in steps:
         chosen = [r for r in records if step == "mean" or r["step"] == step]
@@ -114,7 +123,7 @@ def _grids(records, steps):
                 sums[0, row, h["head"]] += h["density"]
                 error = h.get("error")
                 sums[1, row, h["head"]] += np.nan if error is None else error
-                votes[families.index(_family(h["choice"])), row, h["head"]] += 1
+                votes[families.index(_family(h)), row, h["head"]] += 1
         with np.errstate(invalid="ignore", divide="ignore"):
             density, error = sums[0] / counts, sums[1] / counts
         family = np.where(counts > 0, votes.argmax(axis=0), -1)

@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import _core
 from .._checks import check_bool, check_float, check_int
-from .._methods import check_method
+from .._methods import DEFAULT_METHOD, check_method
 from .._video import VideoAttention, check_error_target
 
 
@@ -242,7 +242,7 @@ def router_for(geometry_spec: str, method: str, density: float, band, sink: bool
     return Router(front, density_budget, scale, front.error)
 
 
-def route(q, k, v, geometry, *, method="svg", density=0.25, band=None, sink=False,
+def route(q, k, v, geometry, *, method=DEFAULT_METHOD, density=0.25, band=None, sink=False,
           text_full=True, density_budget=None, samples=64, seed=0, layer=0, step=0,
           scale=None, error=None, densities=None) -> Routing:
     """Sparse VideoGen's routing of every head of q, k, v ([heads, N, d] jax

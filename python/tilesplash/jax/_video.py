@@ -31,7 +31,7 @@ from jax.experimental.pallas.ops.tpu.splash_attention.splash_attention_mask_info
 
 from .. import _core
 from .._mask import Mask
-from .._methods import method_flag
+from .._methods import DEFAULT_METHOD, method_flag
 from .._checks import check_bool, check_int
 from .._video import VideoAttention
 from ._kernel import check_kernel_blocks, kernel_output, make_kernel, scaled, splash_attention
@@ -59,7 +59,7 @@ class VideoSplashAttention:
     attend(q, k, v, samples) with samples(layer, step) made outside.
     """
 
-    def __init__(self, geometry, *, method="svg", density=0.25, band=None, sink=False,
+    def __init__(self, geometry, *, method=DEFAULT_METHOD, density=0.25, band=None, sink=False,
                  text_full=True, density_budget=None, dense_layers=0, dense_steps=0, samples=64,
                  seed=0, force=None, block_q=512, block_kv=512, scale=None, interpret=False,
                  error=None, densities=None):
