@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pytest
 
+import tilesplash
 from tilesplash import VideoAttention, VideoGeometry, _core
 
 from test_video import planted
@@ -177,3 +178,30 @@ def test_jax_splash_runner_routes_by_the_error_target_under_jit():
     out, index, _ = jax.jit(layer.attend)(q, k, v, layer.samples(0, 0))
     assert out.shape == q.shape
     assert [layer.router.names[i] for i in np.asarray(index)] == list(expected.choices)
+
+
+@pytest.mark.parametrize("method", ["svg", "sta"])
+def test_heads_report_family_and_rung_as_fields(method):
+    """What a head ran, as fields: its registered mask family and its ladder rung
+    (no caller parses "family@density")."""
+    layer = VideoAttention(GEOMETRY, method=method, error=0.1, densities=[0.2, 0.5])
+    q, k, v = planted(GEOMETRY, KINDS)
+    _, report = layer(q, k, v, layout="bhnd")
+    for head in report["heads"]:
+        assert head["family"] in tilesplash.methods() and tilesplash.methods()[head["family"]]["spec"]
+        assert head["rung"] in (0.2, 0.5)
+        assert head["choice"].startswith(head["family"])
+    name, _ = layer.candidates[-1]
+    forced = VideoAttention(GEOMETRY, method=method, error=0.1, densities=[0.2, 0.5], force=name)
+    _, report = forced(q, k, v, layout="bhnd")
+    assert {h["rung"] for h in report["heads"]} == {0.5}
+    dense = VideoAttention(GEOMETRY, force="dense")
+    _, report = dense(q, k, v, layout="bhnd")
+    assert {(h["family"], h["rung"]) for h in report["heads"]} == {("dense", 0.0)}
+
+
+def test_the_default_method_is_the_registrys():
+    from tilesplash._methods import DEFAULT_METHOD, default_method
+
+    assert DEFAULT_METHOD == default_method() == _core.default_method() in tilesplash.methods()
+    assert VideoAttention(GEOMETRY).method == _core.default_method()

@@ -23,6 +23,8 @@ def _report(steps=2, layers=3, heads=4):
                 "transformer": "transformer", "layer": layer, "step": step, "seconds": 0.5,
                 "heads": [{"head": h, "choice": ("spatial" if h % 2 else "temporal")
                            + f"@{0.05 * (1 + (h + layer) % 3):g}",
+                           "family": "spatial" if h % 2 else "temporal",
+                           "rung": 0.05 * (1 + (h + layer) % 3),
                            "routed": True, "density": 0.05 * (1 + (h + layer) % 3),
                            "error": 0.01 * (h + 1), "target_met": h != 3,
                            "tiles_visited": 0.25, "seconds": 0.1} for h in range(heads)]})
@@ -56,7 +58,7 @@ def test_summarize_groups_density_and_time_saved_by_family():
     # The families add up to the row, and a parameterised choice is its family.
     assert sum(f["heads"] for f in families.values()) == 12
     assert sum(f["saved_seconds"] for f in families.values()) == pytest.approx(row["saved_seconds"])
-    report[0]["heads"][0]["choice"] = "sta:3x3x3"
+    report[0]["heads"][0].update(choice="sta:3x3x3", family="sta", rung=0.0)
     assert summarize(report)[0]["families"]["sta"]["heads"] == 1
 
 
