@@ -20,7 +20,7 @@ from ._checks import (
 from ._dist.agreement import DERIVED, PER_RANK
 from ._dist.group import check_timeout
 from ._mask import Mask
-from ._methods import check_method, method_flag, method_names
+from ._methods import check_method, cluster_choice, method_flag, method_names
 from ._threading import check_context, core_of
 from ._video_group import GroupForward
 from ._tensors import call_arrays, check_layout, check_qkv, torch_module
@@ -466,7 +466,8 @@ def check_error_target(error, densities, method=None):
         _core.check_error_target(error)
     if densities is not None and error is None:
         raise ValueError("densities: a density ladder applies with error= only (give error too)")
-    if error is not None and method is not None and method_flag(method, "data_driven"):
+    if (error is not None and method is not None and method_flag(method, "data_driven")
+            and method_flag(method, "choice") == cluster_choice()):
         raise ValueError(f"error: method {method!r} runs each head's own clusters and has no "
                          f"density ladder; use a method with candidates (svg, radial, sta, ...)")
     if densities is not None:

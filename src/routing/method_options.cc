@@ -45,6 +45,8 @@ VideoAttentionOptions method_attention_options(std::string_view method,
   if (entry->info.takes_band) return result;  // the front door's own default pair, on one band
   if (entry->clusters != nullptr) {
     result.clusters = entry->clusters(geometry, options);
+  } else if (entry->pooled != nullptr) {
+    result.pooled = entry->pooled(geometry, options);
   } else {
     result.candidates = entry->candidates(geometry, options);
   }

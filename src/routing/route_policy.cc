@@ -148,6 +148,9 @@ std::vector<MaskCandidate> ladder_candidates(std::string_view method, const Vide
                                 "' runs each head's own clusters and has no density ladder; "
                                 "use a method with candidates (svg, radial, sta, ...)");
   }
+  // Heads that rank their own pooled tiles step over p themselves
+  // (VideoAttentionOptions::pooled): no candidates to add.
+  if (entry->pooled != nullptr) return {};
   std::vector<MaskCandidate> ladder;
   const VideoMaskOptions mask_options{options.sink, options.text_full};
   for (const double density : densities) {
