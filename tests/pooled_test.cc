@@ -333,6 +333,35 @@ TEST(PooledSelect, ADensityIsMetByTheSmallestP) {
   }
 }
 
+TEST(PooledSelect, WithADensityTheGateKeepsWithinItsShare) {
+  const VideoGeometry g = geometry(4, 6, 6);  // 144 tokens, 18 key tiles of 8
+  const Inputs in = random_inputs(1, g.tokens(), 16, 61);
+  // gate 1: every tile of distinct keys fails it.
+  const PooledSelection all =
+      pooled_select(g, in.q.view(), in.k.view(), 0, 0.25, make(0.5, 0, 1.0, {8, 8}));
+  EXPECT_EQ(all.density, 1.0);
+  for (const double share : {0.0, 0.5, 1.0}) {
+    PooledOptions o = make(0.98, 0, 1.0, {8, 8}, false, 0.3);
+    o.gate_share = share;
+    const PooledSelection s = pooled_select(g, in.q.view(), in.k.view(), 0, 0.25, o);
+    EXPECT_GE(s.density, 0.3) << share;
+    // Gated columns within share x 0.3 of the map, each kept in every row.
+    std::int64_t full_columns = 0;
+    for (std::int32_t j = 0; j < static_cast<std::int32_t>(s.kv_tiles); ++j) {
+      bool every_row = true;
+      for (std::int64_t i = 0; i < s.q_tiles; ++i) every_row = every_row && kept(s, i, j);
+      full_columns += every_row ? 1 : 0;
+    }
+    EXPECT_GE(full_columns, std::int64_t(std::floor(share * 0.3 * 18 + 1e-9))) << share;
+    if (share < 1.0) {
+      EXPECT_LT(s.density, 1.0) << share;
+    }
+  }
+  PooledOptions bad = make(0.9, 1, 0.6, {8, 8});
+  bad.gate_share = 1.5;
+  EXPECT_THROW(pooled_select(g, in.q.view(), in.k.view(), 0, 0.25, bad), std::invalid_argument);
+}
+
 void expect_refused(const PooledOptions& o, const std::string& name) {
   const VideoGeometry g = geometry(1, 2, 4);
   const Inputs in = random_inputs(1, g.tokens(), 8, 1);

@@ -14,7 +14,8 @@
 //            (options.text_full: text columns; a query tile over text rows
 //            keeps every key tile), and key tiles whose keys are not
 //            self-similar: mean over the tile's keys of cos(k, k̄_j) below
-//            options.gate (SpargeAttn's gate: a mean is a poor proxy there);
+//            options.gate (SpargeAttn's gate: a mean is a poor proxy there;
+//            with options.density, within options.gate_share of it);
 //   ranked   the other tiles by falling mass (lower index first on a tie):
 //            tile r is kept while the mass already kept (forced tiles
 //            included) is below p, or while fewer than options.floor tiles
@@ -52,6 +53,13 @@ struct PooledOptions {
   // are always kept, in [-1, 1] (-1: none is gated). SpargeAttn's
   // simthreshd1 of its untuned example.
   double gate = 0.6;
+  // With a density target, the gate forces key tiles (least self-similar
+  // first) only while their columns (the tile's keys x every query) fit in
+  // this share of the density, in [0, 1]: where most tiles fail the gate (a
+  // head whose keys are not local in frame-major order) the density is
+  // still met, by the pooled ranking. SpargeAttn tunes its gate per head
+  // for the same reason.
+  double gate_share = 0.5;
   // Meet this density (of tokens x tokens) instead of p: the smallest p
   // whose selection keeps at least it (p = 1 when none does), in (0, 1].
   std::optional<double> density;
@@ -61,7 +69,7 @@ struct PooledOptions {
 };
 
 // Throws std::invalid_argument naming the bad field ("p", "floor", "gate",
-// "density", "blocks").
+// "gate_share", "density", "blocks").
 void check_pooled_options(const PooledOptions& options);
 
 // One head's kept tiles, as per-query-tile lists.

@@ -160,6 +160,10 @@ void check_pooled_options(const PooledOptions& o) {
   if (!(o.gate >= -1.0 && o.gate <= 1.0)) {
     fail("gate: expected a cosine similarity in [-1, 1], got " + std::to_string(o.gate));
   }
+  if (!(o.gate_share >= 0.0 && o.gate_share <= 1.0)) {
+    fail("gate_share: expected a share of the density in [0, 1], got " +
+         std::to_string(o.gate_share));
+  }
   if (o.density && !(*o.density > 0.0 && *o.density <= 1.0)) {
     fail("density: expected a density in (0, 1], got " + std::to_string(*o.density));
   }
@@ -200,6 +204,26 @@ void mark(std::vector<std::uint8_t>& flags, IndexRange range, std::int64_t block
   }
 }
 
+// The gate: key tiles of self-similarity below o.gate forced, by rising
+// similarity (lower index on a tie); with a density target, only while
+// their columns fit in o.gate_share of it.
+void gate_columns(HeadTiles& h, const std::vector<double>& sim, const PooledOptions& o) {
+  std::vector<std::int32_t> gated;
+  for (std::int64_t j = 0; j < h.kv_tiles; ++j) {
+    if (sim[static_cast<std::size_t>(j)] < o.gate) gated.push_back(static_cast<std::int32_t>(j));
+  }
+  std::stable_sort(gated.begin(), gated.end(), [&](std::int32_t a, std::int32_t b) {
+    return sim[static_cast<std::size_t>(a)] < sim[static_cast<std::size_t>(b)];
+  });
+  const double budget = o.density ? o.gate_share * *o.density * double(h.n) * double(h.n) : 0.0;
+  double area = 0.0;
+  for (const std::int32_t j : gated) {
+    area += static_cast<double>(tile_range(j, h.blocks.block_kv, h.n).size() * h.n);
+    if (o.density && area > budget) break;
+    h.forced_cols[static_cast<std::size_t>(j)] = 1;
+  }
+}
+
 HeadTiles head_tiles(ThreadingContext& context, int threads, const VideoGeometry& geometry,
                      const TensorView& q, const TensorView& k, std::int64_t head,
                      const PooledOptions& o) {
@@ -223,9 +247,7 @@ HeadTiles head_tiles(ThreadingContext& context, int threads, const VideoGeometry
   }
   const std::vector<double> sim =
       self_similarity(context, threads, k, head, o.blocks.block_kv, h.k_means);
-  for (std::int64_t j = 0; j < h.kv_tiles; ++j) {
-    if (sim[static_cast<std::size_t>(j)] < o.gate) h.forced_cols[static_cast<std::size_t>(j)] = 1;
-  }
+  gate_columns(h, sim, o);
   return h;
 }
 
