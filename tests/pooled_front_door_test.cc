@@ -85,6 +85,12 @@ TEST(PooledFrontDoor, HeadsRunTheirOwnSelection) {
     }
     EXPECT_LT(worst, 1e-4) << "head " << h;
   }
+  try {
+    attention.route(w.q(), w.k(), w.v(), 0, 0);
+    ADD_FAILURE() << "routed pooled heads";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("options.pooled"), std::string::npos) << e.what();
+  }
 }
 
 TEST(PooledFrontDoor, AnErrorTargetStepsEachHeadOverP) {

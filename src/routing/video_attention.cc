@@ -317,7 +317,8 @@ std::vector<RouteDecision> VideoAttention::route(const TensorView& q, const Tens
   impl_->check_args(q, k, v);
   const std::optional<detail::KeyPadding> keys = impl_->key_padding(key_limit);
   if (impl_->candidates.empty()) {
-    detail::front_door_fail("route: heads running clusters (options.clusters) are not routed");
+    detail::front_door_fail(
+        "route: heads running their own masks (options.clusters, options.pooled) are not routed");
   }
   return impl_->route(q, k, v, layer, step, keys);
 }
