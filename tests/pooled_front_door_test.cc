@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -112,6 +114,24 @@ TEST(PooledFrontDoor, AnErrorTargetStepsEachHeadOverP) {
     }
   }
   for (std::size_t h = 0; h < 3; ++h) EXPECT_LE(loose_density[h], tight_density[h]);
+}
+
+TEST(PooledFrontDoor, BitIdenticalAcrossThreadCounts) {
+  const VideoWorkload w = workload();
+  std::vector<float> first;
+  for (const int threads : {1, 2, 5}) {
+    VideoAttentionOptions options = method_attention_options("pooled", kGeometry, {0.2, true});
+    options.error = 0.05;
+    options.threads = threads;
+    VideoAttention attention(kGeometry, options, std::make_shared<ThreadingContext>(threads));
+    const LayerRun run = forward(attention, w);
+    if (first.empty()) {
+      first = run.out;
+    } else {
+      EXPECT_EQ(std::memcmp(first.data(), run.out.data(), first.size() * sizeof(float)), 0)
+          << threads << " threads";
+    }
+  }
 }
 
 TEST(PooledFrontDoor, RefusesBadOptionsByName) {
