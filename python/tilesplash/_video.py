@@ -50,9 +50,14 @@ class VideoAttention(GroupForward):
       "svg2": Sparse VideoGen 2. Every head runs its own k-means clusters of Q
         and K (warm-started from the previous call for the same layer) and the
         cluster pairs that meet `density`; no routing.
+      "pooled": pooled scores (SpargeAttn, XAttention). Every head keeps, per
+        64-token query tile, the key tiles of highest pooled Q.K mass until
+        `density` is met (with `error`, the smallest p of its ladder that
+        meets the error), plus its diagonal, sink, text and non-self-similar
+        key tiles; no routing; the native backend only (docs/masks.md).
     Layers below `dense_layers` and steps below `dense_steps` run dense, and
     `force` fixes every head's mask instead: "dense" or a candidate's name
-    (see `candidates`; "svg2" for method "svg2").
+    (see `candidates`; "svg2" for method "svg2", "pooled" for "pooled").
 
     geometry: a tilesplash.VideoGeometry (tokens = text + frames * height * width).
     density: target density of every candidate (sink and text included), in
