@@ -34,6 +34,7 @@
 #include "tilesplash/clusters.h"
 #include "tilesplash/fields.h"
 #include "tilesplash/plan.h"
+#include "tilesplash/pooled.h"
 #include "tilesplash/threading.h"
 #include "tilesplash/tile_granular.h"
 #include "tilesplash/video.h"
@@ -153,6 +154,12 @@ struct VideoAttentionOptions {
   // Sparse VideoGen 2: every head past the warm-up runs its own semantic
   // clusters (clusters.h) instead of a candidate; exclusive with candidates.
   std::optional<ClusterOptions> clusters;
+  // Pooled scores (pooled.h): every head past the warm-up keeps the key
+  // tiles its own pooled Q and K rank to the options' p or density;
+  // exclusive with candidates and clusters. Its tiles are options.pooled's
+  // blocks, whatever `blocks` says; with an error target each head takes
+  // the smallest p of pooled_p_ladder() that meets it on the sampled rows.
+  std::optional<PooledOptions> pooled;
   BlockSizes blocks;  // tiles of the band, sink and dense plans
   // kTile: every mask a head runs (band, sink segment, svg2 clusters) is
   // rounded out to whole tiles of `blocks` in the order it runs
@@ -265,7 +272,8 @@ VideoAttentionOptions method_attention_options(
 // ladder, named "<name>@<density>" ("spatial@0.05", "sta:3x3x3@0.1"), in
 // ladder order: what an error target routes among. options.density is
 // ignored; the ladder is checked (check_density_ladder). Throws
-// std::invalid_argument for svg2 (clusters, no candidate list).
+// std::invalid_argument for svg2 (clusters, no candidate list); empty for
+// pooled, whose heads step over p themselves (VideoAttentionOptions::pooled).
 std::vector<MaskCandidate> ladder_candidates(std::string_view method, const VideoGeometry& geometry,
                                              const MethodOptions& options,
                                              std::span<const double> densities);

@@ -20,7 +20,7 @@ from ._checks import (
 from ._dist.agreement import DERIVED, PER_RANK
 from ._dist.group import check_timeout
 from ._mask import Mask
-from ._methods import DEFAULT_METHOD, check_method, method_flag, method_names
+from ._methods import DEFAULT_METHOD, check_method, cluster_choice, method_flag, method_names
 from ._threading import check_context, core_of
 from ._video_group import GroupForward
 from ._tensors import call_arrays, check_layout, check_qkv, torch_module
@@ -50,9 +50,14 @@ class VideoAttention(GroupForward):
       "svg2": Sparse VideoGen 2. Every head runs its own k-means clusters of Q
         and K (warm-started from the previous call for the same layer) and the
         cluster pairs that meet `density`; no routing.
+      "pooled": pooled scores (SpargeAttn, XAttention). Every head keeps, per
+        64-token query tile, the key tiles of highest pooled Q.K mass until
+        `density` is met (with `error`, the smallest p of its ladder that
+        meets the error), plus its diagonal, sink, text and non-self-similar
+        key tiles; no routing; the native backend only (docs/masks.md).
     Layers below `dense_layers` and steps below `dense_steps` run dense, and
     `force` fixes every head's mask instead: "dense" or a candidate's name
-    (see `candidates`; "svg2" for method "svg2").
+    (see `candidates`; "svg2" for method "svg2", "pooled" for "pooled").
 
     geometry: a tilesplash.VideoGeometry (tokens = text + frames * height * width).
     density: target density of every candidate (sink and text included), in
@@ -468,7 +473,8 @@ def check_error_target(error, densities, method=None):
         _core.check_error_target(error)
     if densities is not None and error is None:
         raise ValueError("densities: a density ladder applies with error= only (give error too)")
-    if error is not None and method is not None and method_flag(method, "data_driven"):
+    if (error is not None and method is not None and method_flag(method, "data_driven")
+            and method_flag(method, "choice") == cluster_choice()):
         raise ValueError(f"error: method {method!r} runs each head's own clusters and has no "
                          f"density ladder; use a method with candidates (svg, radial, sta, ...)")
     if densities is not None:

@@ -17,6 +17,7 @@ const MethodEntry& radial_method();    // methods/radial
 const MethodEntry& sta_method();       // methods/sta
 const MethodEntry& mix_method();       // methods/mix
 const MethodEntry& svg2_method();      // methods/svg2
+const MethodEntry& pooled_method();    // methods/pooled
 
 std::span<const MethodEntry* const> method_registry() {
   static const std::array kMethods = {
@@ -27,6 +28,7 @@ std::span<const MethodEntry* const> method_registry() {
       &sta_method(),       // Sliding Tile Attention
       &mix_method(),       // all of the families above, routed
       &svg2_method(),      // Sparse VideoGen 2: semantic clusters
+      &pooled_method(),    // pooled scores: SpargeAttn, XAttention
   };
   return kMethods;
 }
@@ -61,7 +63,7 @@ std::string_view cluster_choice() {
   static const std::string_view choice = [] {
     const detail::MethodEntry* found = nullptr;
     for (const detail::MethodEntry* method : detail::method_registry()) {
-      if (!method->info.data_driven) continue;
+      if (!method->info.data_driven || method->clusters == nullptr) continue;
       // Two would need the front door to tell their heads apart (a choice
       // per method in VideoAttentionOptions), which it does not yet.
       if (found != nullptr || method->info.choice.empty()) {

@@ -18,6 +18,7 @@
 #include "tilesplash/mask.h"
 #include "tilesplash/methods.h"
 #include "tilesplash/plan.h"
+#include "tilesplash/pooled.h"
 #include "tilesplash/video.h"
 #include "tilesplash/video_plan.h"
 
@@ -39,6 +40,8 @@ struct MethodEntry {
                                            const MethodOptions& options) = nullptr;
   // Methods whose heads run their own semantic clusters instead (svg2).
   ClusterOptions (*clusters)(const VideoGeometry& geometry, const MethodOptions& options) = nullptr;
+  // Methods whose heads rank their own pooled key tiles instead (pooled).
+  PooledOptions (*pooled)(const VideoGeometry& geometry, const MethodOptions& options) = nullptr;
   // How a mask of this method's family executes, its row order included;
   // nullopt when `mask` is not of the family (mask_run).
   std::optional<MaskRun> (*run)(const Mask& mask) = nullptr;

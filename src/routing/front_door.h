@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "compensation/compensation.h"
+#include "methods/registry.h"
 #include "routing/router.h"
 #include "tilesplash/clusters.h"
 #include "tilesplash/mask.h"
@@ -34,6 +35,14 @@ inline double since(Clock::time_point start) {
 
 // The name heads running semantic clusters report.
 inline const HeadMask kClusterChoice{std::string(cluster_choice())};
+// The name heads ranking their own pooled key tiles report: the choice of
+// the registry's method with pooled options.
+inline const HeadMask kPooledChoice{[] {
+  for (const MethodEntry* method : method_registry()) {
+    if (method->pooled != nullptr) return std::string(method->info.choice);
+  }
+  return std::string();
+}()};
 
 // Keys [limit, tokens) of one call are padding; `mask` is
 // Mask::key_range(0, limit), ANDed into every mask the call runs.
@@ -67,6 +76,11 @@ struct VideoAttention::Impl {
   void run_clusters(const AttentionArgs& args, const AttentionArgs& head, std::int64_t h,
                     std::int64_t layer, const std::optional<detail::KeyPadding>& keys,
                     HeadReport& report);
+  // Pooled scores (options.pooled): the head's own kept tiles, at the
+  // smallest p of pooled_p_ladder() that meets options.error on `sampled`
+  // when there is an error target.
+  void run_pooled(const AttentionArgs& args, const AttentionArgs& head, std::int64_t h,
+                  const std::optional<detail::KeyPadding>& keys, HeadReport& report);
   // The plan `candidate` runs with: its run mask at options.granularity, the
   // key padding ANDed in (cached).
   const TilePlan& candidate_plan(const MaskCandidate& candidate,
@@ -122,6 +136,8 @@ struct VideoAttention::Impl {
   // the heads of the last call ran (on the original order).
   std::map<std::pair<std::int64_t, std::int64_t>, HeadClusters> warm;
   std::vector<std::optional<Mask>> head_masks;
+  // Pooled heads with an error target: the sampled rows of this call.
+  std::vector<std::int64_t> sampled;
 };
 
 }  // namespace tilesplash

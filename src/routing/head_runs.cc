@@ -1,8 +1,9 @@
 // How one head runs: dense, a candidate (Q/K/V gathered into its order, its
 // plan, an optional second key segment merged through the LSEs, the output
 // scattered back; plans cached by mask, so spatial and temporal heads share
-// one band plan), or Sparse VideoGen 2's clusters (k-means warm-started from
-// the same layer's previous call, a plan built for this head and step).
+// one band plan), Sparse VideoGen 2's clusters (k-means warm-started from
+// the same layer's previous call, a plan built for this head and step), or
+// its own pooled key tiles (pooled.h, a plan built for this head and step).
 #include <cmath>
 #include <map>
 #include <memory>
@@ -202,6 +203,50 @@ void VideoAttention::Impl::run_clusters(const AttentionArgs& args, const Attenti
   head_masks[static_cast<std::size_t>(h)] = std::move(ran);
 }
 
+void VideoAttention::Impl::run_pooled(const AttentionArgs& args, const AttentionArgs& head,
+                                      std::int64_t h, const std::optional<detail::KeyPadding>& keys,
+                                      HeadReport& report) {
+  PooledOptions o = *options.pooled;
+  const double scale = options.scale ? *options.scale : 1.0 / std::sqrt(double(head.q.dim));
+  auto start = Clock::now();
+  PooledSelection selection;
+  if (options.error && !sampled.empty()) {
+    // The error target's ladder: the smallest p whose sampled error meets it,
+    // else the widest rung.
+    o.density.reset();
+    std::vector<PooledSelection> rungs;
+    for (const double p : pooled_p_ladder()) {
+      o.p = p;
+      rungs.push_back(pooled_select(geometry, args.q, args.k, h, scale, o, threads, context.get()));
+    }
+    const std::vector<double> errors = pooled_sampled_errors(
+        args.q, args.k, args.v, h, scale, sampled, rungs, keys ? keys->limit : -1);
+    std::size_t pick = rungs.size() - 1;
+    for (std::size_t i = 0; i < rungs.size(); ++i) {
+      if (errors[i] <= *options.error) {
+        pick = i;
+        break;
+      }
+    }
+    report.error = errors[pick];
+    report.target_met = errors[pick] <= *options.error;
+    selection = std::move(rungs[pick]);
+  } else {
+    selection = pooled_select(geometry, args.q, args.k, h, scale, o, threads, context.get());
+  }
+  report.cluster_seconds = since(start);
+  start = Clock::now();
+  const std::int64_t n = geometry.tokens();
+  const Mask mask = pooled_mask(selection);
+  MaskRun run(RowOrder(), mask);
+  if (keys) run.mask = mask & keys->mask;
+  const TilePlan plan = TilePlan::build(run.mask, n, n, o.blocks);
+  report.plan_seconds = since(start);
+  run_sparse(head, run, plan, report, nullptr, keys ? keys->limit : -1);
+  report.density = selection.density;
+  head_masks[static_cast<std::size_t>(h)] = mask;
+}
+
 const TilePlan& VideoAttention::Impl::candidate_plan(const MaskCandidate& candidate,
                                                      const std::optional<detail::KeyPadding>& keys,
                                                      double* plan_seconds) {
@@ -253,6 +298,8 @@ HeadReport VideoAttention::Impl::run_head(const AttentionArgs& args, std::int64_
   } else if (choice == detail::kClusterChoice) {
     report.family = choice.name();
     run_clusters(args, head, h, layer, keys, report);
+  } else if (choice == detail::kPooledChoice && options.pooled) {
+    run_pooled(args, head, h, keys, report);
   } else {
     const MaskCandidate& candidate = find(choice);
     report.family = candidate_families[static_cast<std::size_t>(&candidate - candidates.data())];

@@ -159,6 +159,9 @@ std::vector<MaskCandidate> ladder_candidates(std::string_view method, const Vide
                                 "use a method with candidates (" +
                                 join_names(method_names()) + ")");
   }
+  // Heads that rank their own pooled tiles step over p themselves
+  // (VideoAttentionOptions::pooled): no candidates to add.
+  if (entry->pooled != nullptr) return {};
   std::vector<MaskCandidate> ladder;
   for (const double density : densities) {
     MethodOptions at = options;

@@ -66,6 +66,19 @@ void check_options(const VideoAttentionOptions& o) {
   } catch (const std::invalid_argument& e) {
     fail(e.what());
   }
+  if (o.pooled) {
+    if (!o.candidates.empty() || o.clusters) {
+      fail("options.pooled, options.clusters and options.candidates are exclusive");
+    }
+    if (!o.densities.empty()) {
+      fail("options.densities: pooled heads step over p (pooled_p_ladder()), not densities");
+    }
+    try {
+      check_pooled_options(*o.pooled);
+    } catch (const std::invalid_argument& e) {
+      fail(std::string("options.pooled.") + e.what());
+    }
+  }
   if (o.error && o.clusters) {
     fail("options.error: heads running clusters (options.clusters) have no density ladder");
   }
@@ -157,6 +170,8 @@ std::vector<std::string> force_names(const VideoAttentionOptions& options) {
   std::vector<std::string> names = {"dense"};
   if (options.clusters) {
     names.push_back(detail::kClusterChoice.name());
+  } else if (options.pooled) {
+    names.push_back(detail::kPooledChoice.name());
   } else if (options.candidates.empty()) {
     // The default method's masks, named before the geometry is known.
     const std::span<const std::string_view> masks = detail::default_method_entry().info.mask_names;
@@ -177,7 +192,7 @@ std::vector<std::string> force_names(const VideoAttentionOptions& options) {
 // Without candidates: the registry's default method, through the one setup
 // every front door uses (method_attention_options).
 std::vector<MaskCandidate> VideoAttention::Impl::make_candidates() const {
-  if (options.clusters) return {};
+  if (options.clusters || options.pooled) return {};
   if (!options.candidates.empty()) {
     check_candidates(options.candidates, geometry.tokens());
     return options.candidates;
@@ -200,6 +215,7 @@ const MaskCandidate& VideoAttention::Impl::find(const HeadMask& choice) const {
     names += ", " + c.name;
   }
   if (options.clusters) names += ", " + detail::kClusterChoice.name();
+  if (options.pooled) names += ", " + detail::kPooledChoice.name();
   fail("no candidate named '" + choice.name() + "' (expected one of " + names + ")");
 }
 
@@ -311,7 +327,8 @@ std::vector<RouteDecision> VideoAttention::route(const TensorView& q, const Tens
   impl_->check_args(q, k, v);
   const std::optional<detail::KeyPadding> keys = impl_->key_padding(key_limit);
   if (impl_->candidates.empty()) {
-    detail::front_door_fail("route: heads running clusters (options.clusters) are not routed");
+    detail::front_door_fail(
+        "route: heads running their own masks (options.clusters, options.pooled) are not routed");
   }
   return impl_->route(q, k, v, layer, step, keys);
 }
@@ -332,6 +349,11 @@ LayerReport VideoAttention::forward(const AttentionArgs& args, std::int64_t laye
   std::vector<RouteDecision> decisions;
   // One candidate needs no routing: every head runs it.
   const bool routed = !report.warmup && !s.options.force && s.candidates.size() > 1;
+  s.sampled.clear();
+  if (s.options.pooled && s.options.error) {
+    s.sampled = detail::sample_video_rows(s.geometry, s.options.router.samples,
+                                          s.options.router.seed, layer, step);
+  }
   if (routed) {
     const auto route_start = Clock::now();
     decisions = s.route(args.q, args.k, args.v, layer, step, keys);
@@ -348,12 +370,16 @@ LayerReport VideoAttention::forward(const AttentionArgs& args, std::int64_t laye
       choice = *s.options.force;
     } else if (s.options.clusters) {
       choice = detail::kClusterChoice;
+    } else if (s.options.pooled) {
+      choice = detail::kPooledChoice;
     } else {
       choice = HeadMask(s.candidates.front().name);
     }
     HeadReport head = s.run_head(args, h, choice, layer, keys, &report.plan_seconds);
     report.cluster_seconds += head.cluster_seconds;
-    if (head.choice == detail::kClusterChoice) report.plan_seconds += head.plan_seconds;
+    if (head.choice == detail::kClusterChoice || head.choice == detail::kPooledChoice) {
+      report.plan_seconds += head.plan_seconds;
+    }
     head.routed = routed;
     head.mse_spatial = routed ? decisions[static_cast<std::size_t>(h)].mse_spatial : kNaN;
     head.mse_temporal = routed ? decisions[static_cast<std::size_t>(h)].mse_temporal : kNaN;
@@ -362,8 +388,8 @@ LayerReport VideoAttention::forward(const AttentionArgs& args, std::int64_t laye
       head.mse = decision.mse;
       head.error = decision.error[decision.index];
       head.target_met = decision.target_met;
-    } else {
-      head.error = kNaN;
+    } else if (!(head.choice == detail::kPooledChoice && s.options.error)) {
+      head.error = kNaN;  // a pooled head with an error target has its rung's error
     }
     report.permute_seconds += head.permute_seconds;
     report.attention_seconds += head.seconds;

@@ -75,7 +75,9 @@ def test_each_method_runs_its_own_masks(model, large, enabled, method):
     report = handle.report()
     assert len(report) == LAYERS and all(record["method"] == method for record in report)
     layer = tilesplash.VideoAttention(GEOMETRY, method=method, density=0.3)
-    expected = {"svg2"} if method == "svg2" else {name for name, _ in layer.candidates}
+    info = tilesplash.methods()[method]
+    expected = ({info["choice"]} if info["data_driven"]
+                else {name for name, _ in layer.candidates})
     sparse = {head["choice"] for record in report[1:] for head in record["heads"]}
     assert sparse <= expected and len(report[0]["heads"]) == HEADS
     assert {head["choice"] for head in report[0]["heads"]} == {"dense"}

@@ -7,12 +7,12 @@ from tilesplash._methods import cluster_choice, method_flag
 def test_each_method_carries_its_flags():
     methods = tilesplash.methods()
     assert [name for name, info in methods.items() if info["takes_band"]] == ["svg"]
-    assert [name for name, info in methods.items() if info["data_driven"]] == ["svg2"]
+    assert [name for name, info in methods.items() if info["data_driven"]] == ["svg2", "pooled"]
     for name, info in methods.items():
         # A data-driven method has no candidate list and names its heads' choice.
         assert info["data_driven"] == (not info["candidates"]), name
-        assert info["choice"] == ("svg2" if info["data_driven"] else None), name
-    assert cluster_choice() == "svg2"
+        assert info["choice"] == (name if info["data_driven"] else None), name
+    assert cluster_choice() == "svg2"  # the clustered one
     assert method_flag("svg", "takes_band") and not method_flag("radial", "takes_band")
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from .._checks import FLEX_BLOCKS
+from .._methods import method_flag
 from .._tensors import is_torch
 from .base import Backend
 
@@ -62,5 +63,12 @@ class FlexBackend(Backend):
 
     def video_runner(self, owner, settings):
         from .._flex.video import FlexVideo
+
+        if method_flag(owner.method, "data_driven") and owner.cluster_options is None:
+            # Only svg2's clusters run on the device; pooled heads rank their
+            # tiles in the native front door.
+            raise NotImplementedError(
+                f"method {owner.method!r} does not run on the flex backend (its heads rank their "
+                f"own pooled key tiles in the native front door); use backend='cpu'")
 
         return FlexVideo(owner, **settings)

@@ -1,0 +1,92 @@
+// The pooled method's error-target rungs and their sampled errors (pooled.h).
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "compensation/rows.h"
+#include "tilesplash/pooled.h"
+#include "tilesplash/routing.h"
+
+namespace tilesplash {
+
+std::span<const double> pooled_p_ladder() {
+  static const std::vector<double> ladder = {0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 1.0};
+  return ladder;
+}
+
+namespace {
+
+// Row q's attention over the keys keep(j) says, into out (dv doubles), from
+// its scores (one per key, -inf where padded).
+template <typename Keep>
+void attend(const std::vector<double>& scores, const std::vector<std::vector<double>>& values,
+            Keep keep, std::vector<double>& out) {
+  double top = -INFINITY;
+  for (std::size_t j = 0; j < scores.size(); ++j) {
+    if (keep(j)) top = std::max(top, scores[j]);
+  }
+  std::fill(out.begin(), out.end(), 0.0);
+  if (top == -INFINITY) return;
+  double sum = 0.0;
+  for (std::size_t j = 0; j < scores.size(); ++j) {
+    if (!keep(j) || scores[j] == -INFINITY) continue;
+    const double w = std::exp(scores[j] - top);
+    sum += w;
+    for (std::size_t c = 0; c < out.size(); ++c) out[c] += w * values[j][c];
+  }
+  for (double& x : out) x /= sum;
+}
+
+}  // namespace
+
+std::vector<double> pooled_sampled_errors(const TensorView& q, const TensorView& k,
+                                          const TensorView& v, std::int64_t head, double scale,
+                                          std::span<const std::int64_t> rows,
+                                          std::span<const PooledSelection> selections,
+                                          std::int64_t key_limit) {
+  const std::int64_t n = k.len, limit = key_limit < 0 ? n : std::min(key_limit, n);
+  const auto dv = static_cast<std::size_t>(v.dim);
+  std::vector<std::vector<double>> values(static_cast<std::size_t>(n), std::vector<double>(dv));
+  std::vector<float> row(static_cast<std::size_t>(std::max(q.dim, v.dim)));
+  for (std::int64_t j = 0; j < n; ++j) {
+    compensation::load_row(v, head, j, row.data());
+    std::copy(row.begin(), row.begin() + v.dim, values[static_cast<std::size_t>(j)].begin());
+  }
+  std::vector<double> diff(selections.size(), 0.0), scores(static_cast<std::size_t>(n));
+  std::vector<double> reference(dv), out(dv), keyrow(static_cast<std::size_t>(k.dim));
+  double power = 0.0;
+  for (const std::int64_t r : rows) {
+    std::vector<float> qrow(static_cast<std::size_t>(q.dim));
+    compensation::load_row(q, head, r, qrow.data());
+    for (std::int64_t j = 0; j < n; ++j) {
+      compensation::load_row(k, head, j, row.data());
+      double dot = 0.0;
+      for (std::int64_t c = 0; c < q.dim; ++c) dot += double(qrow[c]) * row[c];
+      scores[static_cast<std::size_t>(j)] = j < limit ? scale * dot : -INFINITY;
+    }
+    attend(
+        scores, values, [](std::size_t) { return true; }, reference);
+    for (const double x : reference) power += x * x;
+    for (std::size_t s = 0; s < selections.size(); ++s) {
+      const PooledSelection& sel = selections[s];
+      const std::int64_t a = r / sel.blocks.block_q;
+      const auto first = sel.kept.begin() + sel.row_offsets[static_cast<std::size_t>(a)];
+      const auto last = sel.kept.begin() + sel.row_offsets[static_cast<std::size_t>(a) + 1];
+      const auto keep = [&](std::size_t j) {
+        return std::binary_search(first, last,
+                                  static_cast<std::int32_t>(std::int64_t(j) / sel.blocks.block_kv));
+      };
+      attend(scores, values, keep, out);
+      for (std::size_t c = 0; c < dv; ++c)
+        diff[s] += (out[c] - reference[c]) * (out[c] - reference[c]);
+    }
+  }
+  std::vector<double> errors;
+  const double count = static_cast<double>(rows.size()) * static_cast<double>(dv);
+  for (const double d : diff) errors.push_back(sampled_error(d / count, power / count));
+  return errors;
+}
+
+}  // namespace tilesplash

@@ -1,0 +1,42 @@
+// "pooled": key tiles chosen per query tile by pooled scores (pooled.h;
+// SpargeAttn, XAttention, SCOPE's floor). No candidate list: every head past
+// the warm-up ranks the key tiles of each of its query tiles by its own
+// pooled Q and K and keeps them to the density, planned per head and step
+// directly from the kept tiles.
+#include <algorithm>
+#include <array>
+
+#include "methods/registry.h"
+
+namespace tilesplash::detail {
+namespace {
+
+PooledOptions pooled(const VideoGeometry&, const MethodOptions& options) {
+  PooledOptions result;
+  result.density = options.density;
+  result.sink = options.sink;
+  result.text_full = options.text_full;
+  return result;
+}
+
+}  // namespace
+
+const MethodEntry& pooled_method() {
+  static constexpr std::array<std::string_view, 1> kNames = {"pooled"};
+  static const MethodEntry entry{
+      .info = {.name = "pooled",
+               .summary = "Pooled scores (SpargeAttn, XAttention): per query tile, key tiles by "
+                          "falling pooled mass to the density, with a floor; diagonal, sink, text "
+                          "and non-self-similar key tiles kept",
+               .row_order = "frame-major",
+               .spec = false,
+               .candidates = false,
+               .mask_names = kNames,
+               .data_driven = true,
+               .choice = "pooled"},
+      .pooled = pooled,
+  };
+  return entry;
+}
+
+}  // namespace tilesplash::detail
