@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -62,9 +63,21 @@ struct MutableTensorView {
   }
 };
 
-// Scalar conversions, round-to-nearest-even, NaN preserved.
-float bf16_to_float(std::uint16_t bits);
-std::uint16_t float_to_bf16(float value);
+// Scalar conversions, round-to-nearest-even, NaN preserved. The bf16 pair is
+// inline so that loops over rows (the compensation pass, pooling) vectorise.
+inline float bf16_to_float(std::uint16_t bits) {
+  const std::uint32_t wide = static_cast<std::uint32_t>(bits) << 16;
+  float value;
+  std::memcpy(&value, &wide, sizeof value);
+  return value;
+}
+inline std::uint16_t float_to_bf16(float value) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((bits >> 16) | 0x40u);
+  bits += 0x7fffu + ((bits >> 16) & 1u);  // round to nearest, ties to even
+  return static_cast<std::uint16_t>(bits >> 16);
+}
 float f16_to_float(std::uint16_t bits);
 std::uint16_t float_to_f16(float value);
 

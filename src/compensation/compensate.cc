@@ -16,8 +16,8 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 struct Scratch {
   std::vector<std::uint8_t> visited;  // per kv tile of the plan
   std::vector<std::int32_t> skipped;  // pooled tiles the q-block skips, ascending
-  std::vector<float> score;           // per skipped tile
-  float q[kernel_limits::kMaxHeadDim];
+  std::vector<float> panels, bias;    // their mean keys in panels, log counts
+  std::vector<float> rows, scores;    // the block's queries in f32; merge scratch
 };
 
 struct Pass {
@@ -30,17 +30,54 @@ struct Pass {
   float* lse;
 };
 
+// The skipped tiles' mean keys of head h in the panel layout of
+// kernel::PooledMergeArgs, padded with zero keys of bias -inf.
+void gather_panels(const PooledTiles& pooled, std::int64_t h, Scratch& s) {
+  constexpr std::int64_t kPanel = kernel::kCentroidPanel;
+  const std::int64_t d = pooled.d, n = static_cast<std::int64_t>(s.skipped.size());
+  const std::int64_t padded = (n + kPanel - 1) / kPanel * kPanel;
+  const float* keys = pooled.keys.data() + h * pooled.tiles * d;
+  s.panels.assign(static_cast<std::size_t>(padded * d), 0.0f);
+  s.bias.assign(static_cast<std::size_t>(padded), kNegInf);
+  for (std::int64_t j = 0; j < n; ++j) {
+    const std::int32_t tile = s.skipped[static_cast<std::size_t>(j)];
+    const float* key = keys + static_cast<std::int64_t>(tile) * d;
+    float* panel = s.panels.data() + (j / kPanel) * kPanel * d + j % kPanel;
+    for (std::int64_t t = 0; t < d; ++t) panel[t * kPanel] = key[t];
+    s.bias[static_cast<std::size_t>(j)] = pooled.log_count[static_cast<std::size_t>(tile)];
+  }
+}
+
 // One (head, q-block); false when it skips no pooled tile (rows untouched).
 bool compensate_block(const Pass& p, std::int64_t h, std::int64_t qb, Scratch& s) {
   skipped_tiles(p.plan, qb, p.pooled, s.visited, s.skipped);
   if (s.skipped.empty()) return false;
-  s.score.resize(s.skipped.size());
+  gather_panels(p.pooled, h, s);
   const IndexRange rows = p.plan.q_range(qb);
+  const std::int64_t count = rows.end - rows.begin, d = p.pooled.d;
+  s.rows.resize(static_cast<std::size_t>(count * d));
   for (std::int64_t row = rows.begin; row < rows.end; ++row) {
-    load_row(p.q, h, row, s.q);
-    compensate_row(p.ops, s.q, p.pooled, h, s.skipped, p.scale, f32_row(p.out, h, row),
-                   p.lse + h * p.q.len + row, s.score.data());
+    load_row(p.q, h, row, s.rows.data() + (row - rows.begin) * d);
   }
+  const auto padded = static_cast<std::int64_t>(s.bias.size());
+  s.scores.resize(static_cast<std::size_t>(kernel::kMaxMergeRows * padded));
+  kernel::PooledMergeArgs args;
+  args.q = s.rows.data();
+  args.rows = count;
+  args.d = d;
+  args.key_panels = s.panels.data();
+  args.bias = s.bias.data();
+  args.n = static_cast<std::int64_t>(s.skipped.size());
+  args.n_padded = padded;
+  args.values = p.pooled.values.data() + h * p.pooled.tiles * p.pooled.dv;
+  args.index = s.skipped.data();
+  args.dv = p.pooled.dv;
+  args.scale = p.scale;
+  args.o = f32_row(p.out, h, rows.begin);
+  args.o_stride = p.out.row_stride;
+  args.lse = p.lse + h * p.q.len + rows.begin;
+  args.scores = s.scores.data();
+  p.ops.pooled_merge(args);
   return true;
 }
 

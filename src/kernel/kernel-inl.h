@@ -15,5 +15,6 @@
 #include "kernel/fma_peak-inl.h"
 #include "kernel/nearest_centroid-inl.h"
 #include "kernel/ladder_walk-inl.h"
+#include "kernel/pooled_merge-inl.h"
 #include "kernel/forward_paths-inl.h"
 // clang-format on

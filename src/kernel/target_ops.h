@@ -45,6 +45,34 @@ using GatherAxpyFn = void (*)(const float* p, const float* values, std::int64_t 
 using Int8DotFn = void (*)(const std::int8_t* q, std::int64_t rows, const std::int8_t* k,
                            std::int64_t keys, std::int64_t d, std::int32_t* out);
 
+// One q-block of the compensation pass (compensation/compensate.cc): its
+// `rows` query rows (f32, d apart) against the n skipped pooled tiles. Keys
+// come in panels of kCentroidPanel (panel p at p * d * kCentroidPanel, element
+// (t, j) = coordinate t of key kCentroidPanel * p + j), n_padded keys in all
+// with bias[j] = log of tile j's key count and -inf for padding; values are
+// rows of dv floats, tile j's at index[j] * dv. Each row's (o, lse) is merged
+// in place: o_r = (e^(lse - top) o_r + sum_j e^(s_j - top) v_j) / sum, lse =
+// top + log(sum), s_j = scale * q . key_j + bias[j]. `scores` is scratch of
+// kMaxMergeRows * n_padded floats.
+inline constexpr std::int64_t kMaxMergeRows = 8;
+struct PooledMergeArgs {
+  const float* q = nullptr;
+  std::int64_t rows = 0, d = 0;
+  const float* key_panels = nullptr;
+  const float* bias = nullptr;
+  std::int64_t n = 0, n_padded = 0;
+  const float* values = nullptr;
+  const std::int32_t* index = nullptr;
+  std::int64_t dv = 0;
+  float scale = 1.0f;
+  float* o = nullptr;
+  std::int64_t o_stride = 0;
+  float* lse = nullptr;
+  std::int64_t lse_stride = 1;
+  float* scores = nullptr;
+};
+using PooledMergeFn = void (*)(const PooledMergeArgs& args);
+
 struct TargetOps {
   ForwardFn forward = nullptr;
   FmaLoop f32_peak;
@@ -59,6 +87,8 @@ struct TargetOps {
   // The router's ladder walk (routing/ladder_scorer.cc).
   GatherDotFn gather_dot = nullptr;
   GatherAxpyFn gather_axpy = nullptr;
+  // The compensation pass's block merge (compensation/compensate.cc).
+  PooledMergeFn pooled_merge = nullptr;
   Int8DotFn int8_dot = nullptr;
   const char* int8_dot_name = "";  // the instructions of the int8 products, for reports
   const char* bf16_dot_name = "";  // those of the bf16 dot product, where bf16_peak.run is set
