@@ -179,7 +179,8 @@ class VideoAttention(GroupForward):
             dense_layers=dense_layers, dense_steps=dense_steps, force=force,
             density_budget=density_budget, error=error, scale=scale, block_q=block_q,
             block_kv=block_kv,
-            strategy=flex_strategy, compile=flex_compile, granularity=granularity)
+            strategy=flex_strategy, compile=flex_compile, granularity=granularity,
+            compensate=compensate)
         if flex_strategy not in ("permute", "per_head"):
             raise ValueError(f"flex_strategy: expected 'permute' or 'per_head', got "
                              f"{flex_strategy!r}")
