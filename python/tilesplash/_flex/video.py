@@ -42,7 +42,7 @@ from .attention import check_device, check_finite
 from .kernels import KernelRefused, choose as choose_kernel
 from .masks import block_mask_for
 from .._torch_video.report import call_report, head_report
-from .._torch_video.compensation import CompensatedHeads
+from .._torch_video.compensation import CompensatedHeads, sampled_terms
 from .._torch_video.route import decide, sampled_scores
 from .routed import RoutedLayer
 from .row_rules import RowRules
@@ -139,7 +139,10 @@ class FlexVideo(TileCounts, CompensatedHeads):
             real = torch.arange(self.tokens, device=qb.device) < key_limit
             reference = reference & real
             row_masks = row_masks & real
-        mse, power = sampled_scores(qb, kb, vb, rows, torch.cat([reference, row_masks]), scale)
+        terms = sampled_terms(self, qb, kb, vb, rows, key_limit, scale) if self.compensate \
+            else None  # compensation scored as it runs (_torch_video/compensation.py)
+        mse, power = sampled_scores(qb, kb, vb, rows, torch.cat([reference, row_masks]), scale,
+                                    terms)
         index, met, errors = decide([d for _, d in self.candidates], mse, power,
                                     self.density_budget, self.error)
         return index, met, errors, mse

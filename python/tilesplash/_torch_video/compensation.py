@@ -285,3 +285,32 @@ def _same(a, b) -> bool:
     if a is None or b is None:
         return a is None and b is None
     return a is b or np.array_equal(a, b)
+
+
+def sampled_terms(runner, q, k, v, rows, key_limit, scale):
+    """What compensation adds to the router's sampled rows (src/routing/
+    compensation_terms.cc): for every head, candidate and sampled row, the skipped
+    tiles of the plan the candidate runs (its run order, tiles, padding and segment as
+    CompensatedHeads has them) in one softmax state. Returns (lse float32 [H, C, r],
+    -inf where the candidate skips nothing for the row; out float32 [H, C, r, dv]
+    normalised) on q's device. q, k, v: [H, N, d] of one batch entry; rows: int64 [r]
+    original-order rows. Work: rows x candidates x tiles x (d + dv)."""
+    names = [name for name, _ in runner.candidates]
+    pools, pool_of, visited, row_block, _ = runner._compensation_tables(
+        names, key_limit, q.device)
+    stacked = []
+    for kv_order, keep in pools:
+        kr, vr = (k, v) if kv_order is None else (k.index_select(1, kv_order),
+                                                  v.index_select(1, kv_order))
+        stacked.append(pooled_tiles(kr[None], vr[None], runner.block[1], keep))
+    keys = torch.stack([p[0][0] for p in stacked])[pool_of]  # [C, H, T, d]
+    values = torch.stack([p[1][0] for p in stacked])[pool_of]  # [C, H, T, dv]
+    log_count = torch.cat([p[2] for p in stacked])[pool_of]  # [C, T]
+    candidates = torch.arange(len(names), device=q.device)[:, None]
+    skip = ~visited[candidates, row_block[:, rows]] & torch.isfinite(log_count)[:, None]
+    scores = torch.einsum("hrd,chtd->hcrt", q.index_select(1, rows).float(), keys) * scale
+    scores = torch.where(skip[None], scores + log_count[None, :, None], -math.inf)
+    lse = torch.logsumexp(scores, dim=-1)  # -inf where nothing is skipped
+    safe = torch.where(torch.isfinite(lse), lse, torch.zeros_like(lse))
+    out = torch.einsum("hcrt,chtv->hcrv", torch.exp(scores - safe[..., None]), values)
+    return lse, out
