@@ -354,8 +354,12 @@ class DeviceClusters:
         if compensate:  # in the clusters' run order, padding left out of the means
             out_run, lse_run = compensate_call(qr, kr, vr, out_run, lse_run, block_mask, scale,
                                                key_filter(n, q.device, key_limit))
-            for h in group:  # a plan of clusters skips tiles (reading it back would wait)
-                info[h]["compensated"] = True
+            # Whether a head's plan skips a tile with a pooled key: read back with the
+            # report's other figures (_report reads this path's tables already).
+            pooled_tiles = -(-limit // bk)
+            skipped = (~(full | partial)[:, :, :pooled_tiles]).flatten(1).any(dim=1)
+            for h, flag in zip(group, skipped.tolist()):
+                info[h]["compensated"] = bool(flag)
         out = torch.empty_like(out_run).scatter_(
             2, q_source[None, :, :, None].expand(-1, -1, -1, out_run.shape[3]), out_run)
         lse = torch.empty_like(lse_run).scatter_(2, q_source[None], lse_run) if need_lse else None
