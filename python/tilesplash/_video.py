@@ -95,7 +95,7 @@ class VideoAttention(GroupForward):
     keys, attended exactly, and padded keys left out). With `error` the router
     scores the compensated outputs, so a head whose skipped part is well
     approximated runs a lower density. Each head's report says "compensated".
-    Native kernel only.
+    Native and flex backends (docs/gpu.md, "Compensation").
 
     One object serves one call at a time (calls from several threads queue);
     keep it across layers and steps so plans are built once (and, for svg2,

@@ -217,3 +217,22 @@ def test_compensation_is_accepted_on_flex_and_still_checked():
     with pytest.raises(TypeError, match="compensate"):
         VideoAttention(VideoGeometry(2, 4, 8), backend="flex", compensate="yes")
     VideoAttention(VideoGeometry(2, 4, 8), backend="flex", compensate=True)
+
+
+def test_fullgraph_compile_around_compensated_flex_equals_eager():
+    """Under torch.compile the call is the opaque op, compensate travelling with it."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 200, 16) for _ in range(3))
+
+    def f(q, k, v):
+        return tilesplash.attention(q, k, v, mask="local:left=20,right=20", layout="bhnd",
+                                    backend="flex", block_q=32, block_kv=64, compensate=True,
+                                    return_lse=True)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(f, fullgraph=True)(q, k, v)
+    eager = f(q, k, v)
+    assert torch.equal(compiled[0], eager[0]) and torch.equal(compiled[1], eager[1])
+    plain = tilesplash.attention(q, k, v, mask="local:left=20,right=20", layout="bhnd",
+                                 backend="flex", block_q=32, block_kv=64)
+    assert not torch.equal(compiled[0], plain)
