@@ -23,6 +23,16 @@ of rows, and the visited tiles come from the BlockMask's block lists
 Cost: one pass over K and V (the means, in float64 so that a tile of one
 repeated key pools to that key) and rows x tiles x (d + dv), about 1 /
 block_kv of dense attention.
+
+Three users: compensate_call() for one masked call (tilesplash.attention, the
+call's own BlockMask); CompensatedHeads for VideoAttention, after a head's
+calls, from the head's band plan (the sink segment is another call, or may
+join the band's: the band's tiles are read from its own plan, not from the
+call's BlockMask); sampled_terms() for the router, so an error target scores
+what runs. One difference from native in low precision: FlexAttention hands
+back its output already rounded to q's dtype, which the merge then rounds
+again (native merges the kernel's float32 rows); float32 results agree to
+float32 rounding.
 """
 
 from __future__ import annotations
@@ -203,7 +213,8 @@ class CompensatedHeads:
     def _compensation_tables(self, names, key_limit, device):
         """The device tables of candidates `names` (a head's choice indexes them), cached:
         (pool keys: [(kv order tensor or None, keep [N])], pool of each candidate int64
-        [C], visited bool [C, Q, T], row_block int64 [C, N], compensated [C] host bools, None where not here)."""
+        [C], visited bool [C, Q, T], row_block int64 [C, N], compensated: [C] host bools,
+        None for a candidate not compensated here)."""
         cache = self.__dict__.setdefault("_compensation_tables_cache", {})
         key = (tuple(names), key_limit, str(device))
         if key in cache:
@@ -257,6 +268,8 @@ class CompensatedHeads:
             index = torch.as_tensor([names.index(c) for c in choices], device=q.device)
         pools, pool_of, visited, row_block, flags = self._compensation_tables(
             names, key_limit, q.device)
+        if all(flag is None for flag in flags):  # dense or svg2 heads only: nothing here
+            return out, lse
         stacked = []
         for kv_order, keep in pools:
             kr, vr = (k, v) if kv_order is None else (k.index_select(2, kv_order),
