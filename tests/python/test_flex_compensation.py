@@ -259,3 +259,44 @@ def test_routed_video_attention_on_smooth_tails(density):
     gain = np.exp(np.mean(np.log(errors[False][counted] / errors[True][counted])))
     assert gain >= 2.0, (errors[False], errors[True])
     assert (errors[True] <= errors[False]).all(), (errors[False], errors[True])
+
+
+def test_bf16_video_attention_agrees_with_native():
+    """bf16 on both backends at tile granularity: the same choices, outputs a bf16
+    rounding apart (flex merges FlexAttention's already rounded rows)."""
+    g = VideoGeometry(5, 6, 8, text=11, text_at="after")
+    rng = np.random.default_rng(6)
+    q, k, v = _tensors(*(rng.standard_normal((1, 2, g.tokens, 16)) for _ in range(3)),
+                       dtype=torch.bfloat16)
+    results = [VideoAttention(g, density=0.3, sink=True, backend=backend, block_q=64,
+                              block_kv=64, granularity="tile", compensate=True)(
+                                  q, k, v, layout="bhnd") for backend in ("cpu", "flex")]
+    (o1, r1), (o2, r2) = results
+    assert o2.dtype == torch.bfloat16
+    assert [h["choice"] for h in r2["heads"]] == [h["choice"] for h in r1["heads"]]
+    np.testing.assert_allclose(o2.float().numpy(), o1.float().numpy(), atol=1e-2, rtol=0)
+
+
+def test_diffusers_drop_in_compensates_on_flex():
+    """enable(..., backend="flex", compensate=True) on a tiny Wan: its sparse heads say
+    "compensated" and the output moves from the drop-only one."""
+    pytest.importorskip("diffusers")
+    import tilesplash.diffusers as tsd
+    from diffusers_tiny import run_wan, tiny_wan, wan_inputs
+
+    hidden, text = wan_inputs()
+    outputs, records = {}, {}
+    for flag in (False, True):
+        model = tiny_wan()
+        handle = tsd.enable(model, density=0.25, backend="flex", dense_layers=1,
+                            compensate=flag)
+        try:
+            outputs[flag] = run_wan(model, hidden, text)
+            records[flag] = handle.report()
+        finally:
+            handle.remove()
+    heads = [h for r in records[True] for h in r["heads"] if h["choice"] != "dense"]
+    assert heads and any(h["compensated"] for h in heads)
+    assert not any(h["compensated"] for r in records[False] for h in r["heads"])
+    assert torch.isfinite(outputs[True]).all()
+    assert not torch.equal(outputs[True], outputs[False])
