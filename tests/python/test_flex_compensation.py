@@ -300,3 +300,25 @@ def test_diffusers_drop_in_compensates_on_flex():
     assert not any(h["compensated"] for r in records[False] for h in r["heads"])
     assert torch.isfinite(outputs[True]).all()
     assert not torch.equal(outputs[True], outputs[False])
+
+
+def test_chunks_do_not_change_the_bits(monkeypatch):
+    """The pass works in chunks of heads (pooling) and rows (scores) to bound memory;
+    the chunk size changes no bit."""
+    import tilesplash._torch_video.compensation as compensation
+
+    rng = np.random.default_rng(7)
+    q, k, v = _tensors(*(rng.standard_normal((1, 5, 300, 8)) for _ in range(3)))
+    keep = torch.from_numpy(rng.random((5, 300)) < 0.7)
+    out, lse = torch.randn(1, 5, 300, 8), torch.randn(1, 5, 300)
+    visited = torch.from_numpy(rng.random((1, 5, 10, 5)) < 0.4)
+
+    def run():
+        pooled = pooled_tiles(k, v, 64, keep)
+        return pooled, compensate(q, out, lse, pooled, visited, 0.3, 32)
+
+    whole = run()
+    monkeypatch.setattr(compensation, "_CHUNK_ELEMENTS", 700)
+    chunked = run()
+    for a, b in zip([*whole[0], *whole[1]], [*chunked[0], *chunked[1]]):
+        assert torch.equal(a, b)

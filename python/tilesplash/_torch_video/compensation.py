@@ -77,10 +77,18 @@ def pooled_tiles(k, v, block_kv: int, keep=None):
     counts = weight.view(-1, tiles, block_kv).sum(dim=2)  # [H | 1, T]
 
     def means(x, dim):
-        # float64 sums, as native's: a tile of one repeated key pools to that key.
-        x = torch.nn.functional.pad(x.to(torch.float64), (0, 0, 0, pad))
-        sums = (x * weight[:, :, None]).view(batch, heads, tiles, block_kv, dim).sum(dim=3)
-        return (sums / counts.clamp(min=1)[:, :, None]).to(torch.float32)
+        # float64 sums, as native's: a tile of one repeated key pools to that key. A few
+        # heads at a time, so the float64 copy stays small (K alone is GBs at 720p).
+        step = max(1, _CHUNK_ELEMENTS // max(1, batch * tiles * block_kv * dim))
+        parts = []
+        for h0 in range(0, heads, step):
+            h1 = min(heads, h0 + step)
+            w = weight if weight.shape[0] == 1 else weight[h0:h1]
+            c = counts if counts.shape[0] == 1 else counts[h0:h1]
+            part = torch.nn.functional.pad(x[:, h0:h1].to(torch.float64), (0, 0, 0, pad))
+            sums = (part * w[:, :, None]).view(batch, h1 - h0, tiles, block_kv, dim).sum(3)
+            parts.append((sums / c.clamp(min=1)[:, :, None]).to(torch.float32))
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
 
     log_count = torch.where(counts > 0, counts.clamp(min=1).log(),
                             torch.full_like(counts, -math.inf)).to(torch.float32)
@@ -117,7 +125,8 @@ def compensate(q, out, lse, pooled, visited, scale: float, block_q: int, row_blo
     keys, values, log_count = pooled
     batch, heads, n = (int(s) for s in q.shape[:3])
     tiles = int(keys.shape[2])
-    rows_per_chunk = max(1, _CHUNK_ELEMENTS // max(1, batch * heads * tiles))
+    width = max(tiles, int(out.shape[3]))  # scores [.., R, T] and rows [.., R, dv]
+    rows_per_chunk = max(1, _CHUNK_ELEMENTS // max(1, batch * heads * width))
     rows_per_chunk = max(block_q, rows_per_chunk // block_q * block_q)
     pooled_tile = torch.isfinite(log_count)[:, None, :]  # [H | 1, 1, T]
     if row_block is None:
