@@ -86,7 +86,8 @@ def attention(q, k, v, *, mask="dense", layout="bhnd", scale=None, return_lse=Fa
     the uncompensated result; the returned lse includes the added term. It
     approximates *dense* attention over the skipped keys, so it suits masks
     that skip for speed (bands, video masks), not masks whose skipped pairs
-    must stay out (causal). Native kernel only.
+    must stay out (causal). Native and flex backends (flex: torch ops after
+    the FlexAttention call, docs/gpu.md).
 
     CPU torch tensors go through the registered op torch.ops.tilesplash.attention,
     so torch.compile compiles around it. The GIL is released while it runs.

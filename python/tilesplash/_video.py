@@ -100,7 +100,7 @@ class VideoAttention(GroupForward):
     keys, attended exactly, and padded keys left out). With `error` the router
     scores the compensated outputs, so a head whose skipped part is well
     approximated runs a lower density. Each head's report says "compensated".
-    Native kernel only.
+    Native and flex backends (docs/gpu.md, "Compensation").
 
     One object serves one call at a time (calls from several threads queue);
     keep it across layers and steps so plans are built once (and, for svg2,
@@ -184,7 +184,8 @@ class VideoAttention(GroupForward):
             dense_layers=dense_layers, dense_steps=dense_steps, force=force,
             density_budget=density_budget, error=error, scale=scale, block_q=block_q,
             block_kv=block_kv,
-            strategy=flex_strategy, compile=flex_compile, granularity=granularity)
+            strategy=flex_strategy, compile=flex_compile, granularity=granularity,
+            compensate=compensate)
         if flex_strategy not in ("permute", "per_head"):
             raise ValueError(f"flex_strategy: expected 'permute' or 'per_head', got "
                              f"{flex_strategy!r}")

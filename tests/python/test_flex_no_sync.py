@@ -78,7 +78,12 @@ G = VideoGeometry(3, 4, 6, text=5, text_at="after")
     dict(density=0.3, dense_layers=1),
     dict(method="sta", density=0.3, density_budget=0.6),
     dict(density=0.3, sink=True, force="temporal"),
-], ids=["svg_sink", "tile", "radial", "ladder", "warmup", "sta", "forced"])
+    dict(density=0.3, sink=True, compensate=True),
+    dict(density=0.3, sink=True, granularity="tile", block_q=64, block_kv=64, compensate=True),
+    dict(error=0.1, compensate=True),
+    dict(density=0.3, sink=True, force="temporal", compensate=True),
+], ids=["svg_sink", "tile", "radial", "ladder", "warmup", "sta", "forced", "compensated",
+        "tile_compensated", "ladder_compensated", "forced_compensated"])
 @pytest.mark.parametrize("layout", ["bnhd", "bhnd"])
 def test_a_steady_state_call_never_reads_the_device(options, layout):
     layer = VideoAttention(G, backend="flex", samples=8, **options)

@@ -20,6 +20,7 @@ class FlexBackend(Backend):
     name = "flex"
     summary = "PyTorch FlexAttention (torch tensors on any device; docs/gpu.md)"
     any_device = True
+    compensates = True  # in torch ops after the call (_torch_video/compensation.py)
     blocks = FLEX_BLOCKS
 
     def is_default_for(self, q) -> bool:
@@ -42,7 +43,8 @@ class FlexBackend(Backend):
         if isinstance(mask, str):  # traced: mask_argument() kept the SPEC
             from .._flex.op import flex_attention_op
 
-            return flex_attention_op(q, k, v, mask, layout, scale, block_q, block_kv, *window)
+            return flex_attention_op(q, k, v, mask, layout, scale, block_q, block_kv, *window,
+                                     compensate=compensate)
         from .._flex.attention import flex_masked_attention
         from .._torch_video.grad import forward_only, no_backward, wants_grad
 
@@ -50,7 +52,7 @@ class FlexBackend(Backend):
         refuse = q.device.type == "cpu" and wants_grad(q, k, v)
         with forward_only(refuse):
             out, lse = flex_masked_attention(q, k, v, mask, layout, scale, block_q, block_kv,
-                                             window)
+                                             window, compensate=compensate)
         if refuse:
             out = no_backward(out, "tilesplash.attention on backend 'flex' with cpu tensors",
                               q, k, v)

@@ -11,6 +11,7 @@ import torch
 
 from .._layouts import from_bhnd, lse_to_layout, to_bhnd
 from .._tensors import batch_heads_len
+from .._torch_video.compensation import compensate_call
 from .kernel import run_flex
 from .masks import block_mask_for
 from .tuning import kernel_options_for
@@ -61,8 +62,9 @@ def blocks(block_q, block_kv) -> tuple[int, int]:
 
 
 def flex_masked_attention(q, k, v, mask, layout, scale, block_q, block_kv, window,
-                          compile=None, kernel_options=None):
-    """Checked arguments in, (out in `layout`, lse) out."""
+                          compile=None, kernel_options=None, compensate=False):
+    """Checked arguments in, (out in `layout`, lse) out; compensate: the tiles the plan
+    skips added through their pooled keys (_torch_video/compensation.py)."""
     check_device(q)
     qb, kb, vb = (to_bhnd(x, layout) for x in (q, k, v))
     check_shapes(qb, kb, vb)
@@ -81,4 +83,7 @@ def flex_masked_attention(q, k, v, mask, layout, scale, block_q, block_kv, windo
                                             q.dtype, (bq, bk))
     out, lse = run_flex(qb, kb, vb, block_mask, scale, compile=compile,
                         kernel_options=kernel_options)
+    if compensate:
+        out, lse = compensate_call(qb, kb, vb, out, lse, block_mask,
+                                   scale if scale is not None else int(qb.shape[3]) ** -0.5)
     return from_bhnd(out, layout), lse_to_layout(lse, layout)

@@ -42,6 +42,7 @@ import torch
 from torch.nn.attention.flex_attention import BlockMask
 
 from .. import _core
+from .._torch_video.compensation import compensate_call, key_filter
 from .kernel import run_flex
 
 _HAS_Q_BLOCKS = "compute_q_blocks" in BlockMask.from_kv_blocks.__code__.co_varnames
@@ -346,8 +347,19 @@ class DeviceClusters:
         gather = lambda x, source: x.gather(  # noqa: E731
             2, source[None, :, :, None].expand(-1, -1, -1, x.shape[3]))
         qr, kr, vr = gather(q, q_source), gather(k, k_source), gather(v, k_source)
+        compensate = getattr(video_attention, "compensate", False)
         out_run, lse_run = run_flex(qr, kr, vr, block_mask, video_attention.scale,
-                                    compile=video_attention.compile, return_lse=need_lse)
+                                    compile=video_attention.compile,
+                                    return_lse=need_lse or compensate)
+        if compensate:  # in the clusters' run order, padding left out of the means
+            out_run, lse_run = compensate_call(qr, kr, vr, out_run, lse_run, block_mask, scale,
+                                               key_filter(n, q.device, key_limit))
+            # Whether a head's plan skips a tile with a pooled key: read back with the
+            # report's other figures (_report reads this path's tables already).
+            pooled_tiles = -(-limit // bk)
+            skipped = (~(full | partial)[:, :, :pooled_tiles]).flatten(1).any(dim=1)
+            for h, flag in zip(group, skipped.tolist()):
+                info[h]["compensated"] = bool(flag)
         out = torch.empty_like(out_run).scatter_(
             2, q_source[None, :, :, None].expand(-1, -1, -1, out_run.shape[3]), out_run)
         lse = torch.empty_like(lse_run).scatter_(2, q_source[None], lse_run) if need_lse else None

@@ -50,10 +50,12 @@ def _on_a_clean_thread(work):
 def flex_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: str, layout: str,
                       scale: Optional[float], block_q: Optional[int], block_kv: Optional[int],
                       q_offset: int = 0, kv_offset: int = 0, q_total: int = 0,
-                      kv_total: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+                      kv_total: int = 0, compensate: bool = False
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
     def work():
         return flex_masked_attention(q, k, v, as_mask(mask), layout, scale, block_q, block_kv,
-                                     (q_offset, kv_offset, q_total, kv_total))
+                                     (q_offset, kv_offset, q_total, kv_total),
+                                     compensate=compensate)
 
     # Eager on the CPU (flex_masked_attention asks for the LSE, which the CPU's compiled
     # template lacks).
@@ -64,6 +66,6 @@ def flex_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: s
 
 @flex_attention_op.register_fake
 def _flex_attention_fake(q, k, v, mask, layout, scale, block_q, block_kv, q_offset=0,
-                         kv_offset=0, q_total=0, kv_total=0):
+                         kv_offset=0, q_total=0, kv_total=0, compensate=False):
     return (q.new_empty(out_shape(q, v)),
             q.new_empty(batch_heads_len(q, layout), dtype=torch.float32))

@@ -42,6 +42,7 @@ from .attention import check_device, check_finite
 from .kernels import KernelRefused, choose as choose_kernel
 from .masks import block_mask_for
 from .._torch_video.report import call_report, head_report
+from .._torch_video.compensation import CompensatedHeads, sampled_terms
 from .._torch_video.route import decide, sampled_scores
 from .routed import RoutedLayer
 from .row_rules import RowRules
@@ -60,12 +61,13 @@ def _upload(array, device):
     return tensor.to(device)
 
 
-class FlexVideo(TileCounts):
+class FlexVideo(TileCounts, CompensatedHeads):
     """The flex execution of one tilesplash.VideoAttention (its owner)."""
 
     def __init__(self, owner, *, dense_layers, dense_steps, force, density_budget, scale,
                  block_q, block_kv, strategy="permute", compile=None, error=None,
-                 granularity="token"):
+                 granularity="token", compensate=False):
+        self.compensate = compensate  # skipped tiles added (CompensatedHeads)
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy: expected 'permute' or 'per_head', got {strategy!r}")
         if granularity not in GRANULARITIES:
@@ -137,7 +139,10 @@ class FlexVideo(TileCounts):
             real = torch.arange(self.tokens, device=qb.device) < key_limit
             reference = reference & real
             row_masks = row_masks & real
-        mse, power = sampled_scores(qb, kb, vb, rows, torch.cat([reference, row_masks]), scale)
+        terms = sampled_terms(self, qb, kb, vb, rows, key_limit, scale) if self.compensate \
+            else None  # compensation scored as it runs (_torch_video/compensation.py)
+        mse, power = sampled_scores(qb, kb, vb, rows, torch.cat([reference, row_masks]), scale,
+                                    terms)
         index, met, errors = decide([d for _, d in self.candidates], mse, power,
                                     self.density_budget, self.error)
         return index, met, errors, mse
@@ -407,7 +412,10 @@ class FlexVideo(TileCounts):
                 totals["routing_seconds"] += time.perf_counter() - routing_start
                 attention_start = time.perf_counter()
                 plan = self._routed_layer(key_limit, q.device)
-                out, lse = plan.run(self, qe, ke, ve, decision[0], return_lse)
+                out, lse = plan.run(self, qe, ke, ve, decision[0],
+                                    return_lse or self.compensate)
+                out, lse = self.compensated(qe, ke, ve, out, lse, decision[0], key_limit,
+                                            scale, plan)
                 heads_of.append((b, decision, plan))
             else:
                 if dense:
@@ -423,8 +431,11 @@ class FlexVideo(TileCounts):
                     out, lse = self._dense_sdpa(qe, ke, ve, scale, key_limit, info), None
                     self.kernels_used["sdpa"] = {}
                 else:
-                    out, lse = self.run_batch_entry(qe, ke, ve, choices, return_lse, info,
+                    out, lse = self.run_batch_entry(qe, ke, ve, choices,
+                                                    return_lse or self.compensate, info,
                                                     key_limit, layer)
+                    out, lse = self.compensated(qe, ke, ve, out, lse, choices, key_limit,
+                                                scale, info)
                 heads_of.append(info)
             # Host time to queue the work: a GPU runs it later (no synchronisation here).
             totals["attention_seconds"] += time.perf_counter() - attention_start

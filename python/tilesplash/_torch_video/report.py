@@ -119,6 +119,8 @@ def call_report(report, heads_of, seconds, routed, candidates, granularity):
                 info = head_report(candidates, b, h, candidates[i][0], True,
                                    (i, mse[h], errors[h][i], met[h]))
                 info["tiles_visited"] = plan.visited[i]
+                info["compensated"] = bool((getattr(plan, "compensated", None)
+                                            or [False] * len(candidates))[i])  # the runner's
                 if granularity == "tile":  # rounded masks' density: the pairs they keep
                     info["density"] = plan.visited[i] - plan.skipped[i]
                 info["seconds"] = seconds

@@ -37,13 +37,16 @@ from .. import _core
 _CHUNK_ELEMENTS = 1 << 26
 
 
-def sampled_scores(q, k, v, rows, keeps, scale):
+def sampled_scores(q, k, v, rows, keeps, scale, terms=None):
     """(MSE against the reference per candidate, float32 [heads, C]; the reference
     rows' mean square, float32 [heads]) on q's device.
 
     q, k, v: [H, N, d] (one batch entry, one device, any float dtype); rows:
     int64 [r] on that device; keeps: bool [C + 1, r, N], the reference's kept
-    keys first (dense, or a padded entry's real keys), then each candidate's."""
+    keys first (dense, or a padded entry's real keys), then each candidate's. terms:
+    None, or each candidate's compensation term (lse [H, C, r], out [H, C, r, dv]:
+    compensation.sampled_terms), merged into its sampled rows through the LSEs before
+    the MSE, so that the router scores what a compensated head runs."""
     heads, tokens = int(q.shape[0]), int(k.shape[1])
     count, r = int(keeps.shape[0]), int(rows.shape[0])
     step = max(1, _CHUNK_ELEMENTS // max(1, count * r * tokens))
@@ -62,6 +65,11 @@ def sampled_scores(q, k, v, rows, keeps, scale):
         # dtype as the native router rounds it, float32 sums.
         h, c = h1 - h0, count
         out = _f32_bmm(kept.to(v.dtype).reshape(h, c * r, tokens), v[h0:h1]).reshape(h, c, r, -1)
+        if terms is not None:  # e^(term lse - top): the term's weight beside `total`
+            weight = torch.exp(terms[0][h0:h1] - top[:, None, :, 0])[..., None]
+            weight = torch.cat([torch.zeros_like(weight[:, :1]), weight], dim=1)
+            out = out + weight * torch.cat([torch.zeros_like(out[:, :1]), terms[1][h0:h1]], 1)
+            total = total + weight
         out = out / torch.where(total > 0, total, torch.ones_like(total))
         dense = out[:, :1]
         mses.append(((out[:, 1:] - dense) ** 2).mean(dim=(2, 3)))

@@ -219,7 +219,7 @@ def enable(
     compensate: False (default) drops what each sparse head skips; True adds every
         skipped tile through its keys' mean key and value (tilesplash.VideoAttention,
         docs/masks.md "Compensation"; with ``error`` the router scores what runs, so
-        lower densities meet the target). Native CPU kernel only.
+        lower densities meet the target). Native and flex backends.
     """
     targets, scheduler = _targets(target)
     with prefixed(_WHO):  # the library's checks and wording, "tilesplash.diffusers.enable: " first
