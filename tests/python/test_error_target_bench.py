@@ -77,3 +77,16 @@ def test_bench_runs_end_to_end(bench, capsys):
     assert bound["ladder"] <= result["density_ratio"] + 1e-9
     assert 0.0 < bound["fine_ladder"] and 0.0 < bound["ladder"]
     assert "bound: the least mean density" in capsys.readouterr().out
+
+
+def test_bench_runs_compensated(bench):
+    cli = os.environ.get("TILESPLASH_CLI")
+    if not cli or not pathlib.Path(cli).exists():
+        pytest.skip("TILESPLASH_CLI names no built CLI")
+    result = bench.main(["--cli", cli, "--geometry", "frames=4,height=8,width=8",
+                         "--heads", "4", "--threads", "1", "--compensate", "--json"])
+    assert result["compensate"] is True
+    # Compensated candidates are at least as close to dense as dropped ones,
+    # so the compensated run needs no more density than the dropped bound.
+    assert 0.0 < result["density_ratio"] <= 1.6
+    assert result["density_over_bound"] >= 1.0 - 1e-9
