@@ -144,3 +144,73 @@ def plan_tables(mask, q_len: int, kv_len: int, block_q: int, block_kv: int,
 
 def clear_cache() -> None:
     _CACHE.clear()
+
+
+def _lists(tiles: np.ndarray, kind):
+    """(counts int32 [q_blocks], indices int32 [q_blocks, kv_blocks]) of the tiles where
+    kind(tiles) holds, ascending, padded with zeros (as _padded_lists gives them)."""
+    chosen = kind(tiles)
+    counts = chosen.sum(axis=1).astype(np.int32)
+    # Stable sort puts each row's chosen columns first, in ascending order.
+    order = np.argsort(~chosen, axis=1, kind="stable").astype(np.int32)
+    padded = np.where(np.arange(tiles.shape[1])[None, :] < counts[:, None], order, 0)
+    return counts, padded.astype(np.int32)
+
+
+def _joined_rows(band: PlanTables, segment: PlanTables, offset: int):
+    """Row intervals of the joined plan (segment intervals moved by `offset`), or (None,
+    None) when a row would keep more than ROW_INTERVALS runs."""
+    if band.row_starts is None or segment.row_starts is None:
+        return None, None
+    used = segment.row_ends > segment.row_starts
+    starts = np.concatenate([band.row_starts, np.where(used, segment.row_starts + offset, 0)])
+    ends = np.concatenate([band.row_ends, np.where(used, segment.row_ends + offset, 0)])
+    nonempty = ends > starts
+    if nonempty.sum(axis=0).max(initial=0) > ROW_INTERVALS:
+        return None, None
+    first = np.argsort(~nonempty, axis=0, kind="stable")[:ROW_INTERVALS]
+    pick = lambda a: np.take_along_axis(a, first, axis=0).astype(np.int32)  # noqa: E731
+    return pick(starts), pick(ends)
+
+
+def joined_tables(band: PlanTables, segment: PlanTables) -> PlanTables:
+    """One plan over the keys [band's keys, padding to a whole kv block, segment's keys]:
+    a separate key segment (the first-frame sink of token-major heads) kept as tiles of
+    the band's own plan, so one kernel call runs both instead of two merged through
+    their LSEs. Same pairs as the two calls (a key in both counts twice, as the merge
+    counted it). The padding keys are kept by no tile: a ragged last band block that the
+    band's plan marks full becomes partial, its bits limited to the real keys."""
+    if (band.q_len, band.block_q, band.block_kv) != (segment.q_len, segment.block_q,
+                                                     segment.block_kv):
+        raise ValueError("segment: expected the band's query length and blocks, got "
+                         f"{(segment.q_len, segment.block_q, segment.block_kv)} against "
+                         f"{(band.q_len, band.block_q, band.block_kv)}")
+    block_q, block_kv = band.block_q, band.block_kv
+    offset = band.kv_blocks * block_kv
+    tiles_band, words = band.tiles.copy(), [band.words]
+    distinct = int(band.words.shape[0])
+    real = band.kv_len - offset + block_kv  # real keys in the band's last kv block
+    if real < block_kv:
+        limit = np.zeros(words[0].shape[1:], dtype=np.uint32)  # [block_q, words32]
+        for column in range(limit.shape[1]):
+            keep = min(max(real - 32 * column, 0), 32)
+            limit[:, column] = (1 << keep) - 1
+        limit = limit.view(np.int32)
+        last = tiles_band[:, -1]
+        for row in np.nonzero(last != 0)[0]:
+            kept = limit if last[row] == FULL else band.words[last[row] - PARTIAL_BASE] & limit
+            words.append(kept[None])
+            last[row] = PARTIAL_BASE + distinct
+            distinct += 1
+    tiles_segment = np.where(segment.tiles >= PARTIAL_BASE, segment.tiles + distinct,
+                             segment.tiles)
+    words.append(segment.words)
+    tiles = np.ascontiguousarray(np.concatenate([tiles_band, tiles_segment], axis=1), np.int32)
+    partial_num, partial_idx = _lists(tiles, lambda t: t >= PARTIAL_BASE)
+    full_num, full_idx = _lists(tiles, lambda t: t == FULL)
+    starts, ends = _joined_rows(band, segment, offset)
+    return PlanTables(band.q_len, offset + segment.kv_len, block_q, block_kv, partial_num,
+                      partial_idx, full_num, full_idx, tiles,
+                      np.ascontiguousarray(np.concatenate(words), np.int32),
+                      band.kept_pairs + segment.kept_pairs,
+                      band.build_seconds + segment.build_seconds, starts, ends)

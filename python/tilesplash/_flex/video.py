@@ -10,9 +10,10 @@ order:
 - heads whose candidate runs in another order (temporal in token-major,
   sta in tile-major) have their Q, K, V rows gathered into that order with
   device indexing, run the candidate's run-order mask (the band plan the
-  spatial heads' plan is cut from), run the separate key segment (Wan's
-  first-frame sink, every F-th key in token-major order) as a second call,
-  merge the two through their LSEs and scatter the rows back;
+  spatial heads' plan is cut from) with the separate key segment (Wan's
+  first-frame sink, every F-th key in token-major order) gathered after the
+  band's keys and kept as tiles of the same plan (one call, no LSE merge:
+  tables.joined_tables), and scatter the rows back;
 - svg2 heads run their own clusters (clusters.py).
 
 granularity="tile" rounds every mask a head runs out to whole tiles of the
@@ -37,10 +38,9 @@ from .. import _core
 from .._mask import Mask, core_mask
 from .._methods import cluster_choice, method_flag
 from .._layouts import from_bhnd, lse_to_layout, to_bhnd
-from .._lse_merge import merge_lse
 from .attention import check_device, check_finite
 from .kernels import KernelRefused, choose as choose_kernel
-from .masks import block_mask_for
+from .masks import block_mask_for, joined_block_mask, joined_kv_len
 from .._torch_video.report import call_report, head_report
 from .._torch_video.route import decide, sampled_scores
 from .routed import RoutedLayer
@@ -210,11 +210,12 @@ class FlexVideo(TileCounts):
                              f"text in place can drop it)")
 
     def group_calls(self, key, group, choices, key_limit=None):
-        """The FlexAttention calls of one group of heads (a key of _groups but svg2's):
-        [(masks, kv_len)], one mask per head of the batch entry (None for the heads of
-        other groups), the first call over every key in the group's row order, a second
-        (a candidate with a separate key segment, e.g. the first-frame sink of
-        token-major heads) over the segment's keys, merged through the LSEs.
+        """The masks of one group of heads (a key of _groups but svg2's): [(masks,
+        kv_len)], one mask per head of the batch entry (None for the heads of other
+        groups), the first over every key in the group's row order, a second (a
+        candidate with a separate key segment, e.g. the first-frame sink of token-major
+        heads) over the segment's keys. The two run as one kernel call, the segment's
+        plan joined after the band's (masks.joined_block_mask).
 
         key_limit: keys [key_limit, tokens) are padding; every mask is ANDed with the
         real keys (Mask.key_range), so their tiles drop out of the plan and a tile across
@@ -275,9 +276,19 @@ class FlexVideo(TileCounts):
         """The BlockMasks one batch entry with these per-head choices runs on (svg2's,
         built from the data, aside), in call order: what a layer of the flex backend
         builds (bench/flex_plans.py times it)."""
-        return [block_mask_for(list(masks), self.tokens, kv_len, *self.block, torch.device(device))
-                for key, group in self.group_of_candidates(choices).items() if key[0] != "svg2"
-                for masks, kv_len in self.group_calls(key, group, choices, key_limit)]
+        found = []
+        for key, group in self.group_of_candidates(choices).items():
+            if key[0] == "svg2":
+                continue
+            calls = self.group_calls(key, group, choices, key_limit)
+            if len(calls) == 1:
+                found.append(block_mask_for(list(calls[0][0]), self.tokens, self.tokens,
+                                            *self.block, torch.device(device)))
+            else:  # the key segment joined to the band (one call)
+                (bands, n), (segments, count) = calls
+                found.append(joined_block_mask(bands, segments, n, n, count, *self.block,
+                                               torch.device(device)))
+        return found
 
     def run_batch_entry(self, qb, kb, vb, choices, need_lse, info, key_limit=None, layer=0):
         """Every head of one batch entry ([1, H, N, d] views) under its choice, keys
@@ -337,18 +348,23 @@ class FlexVideo(TileCounts):
         permute = time.perf_counter() - start
         extra = self.runs[name]["extra"]
         masks, _ = calls[0]
-        o, l = self._flex(qr, kr, vr, masks, n, need_lse or extra is not None)
+        if extra is None:
+            o, l = self._flex(qr, kr, vr, masks, n, need_lse)
+        else:  # the key segment as tiles of the same plan: keys [band, padding, segment]
+            segments, count = calls[1]
+            total = joined_kv_len(n, count, self.block[1])
+            keys = torch.cat([torch.zeros(total - n - count, dtype=torch.int64, device=q.device),
+                              torch.arange(count, device=q.device) * extra["stride"]
+                              + extra["first"]])
+            kj, vj = (torch.cat([x, x.index_select(2, keys)], dim=2) for x in (kr, vr))
+            bm = joined_block_mask(masks, segments, n, n, count, *self.block, q.device)
+            first = next(m for m in masks if m is not None)
+            o, l = self.call(qr, kj, vj, bm, total, need_lse, first)
         for h in group:
             info[h]["tiles_visited"] = self._visited(masks[h], n, n) / (n * n)
-        if extra is not None:
-            keys = torch.arange(extra["count"], device=q.device) * extra["stride"] + extra["first"]
-            ks, vs = kr.index_select(2, keys), vr.index_select(2, keys)
-            masks, count = calls[1]
-            o2, l2 = self._flex(qr, ks, vs, masks, count, True)
-            o, l = merge_lse([o, o2], [l, l2])
-            for h in group:
-                info[h]["tiles_visited"] += self._visited(masks[h], n, count) / (n * n)
-                info[h]["skipped"] = self._segment_skipped(masks[h], count)
+            if extra is not None:
+                info[h]["tiles_visited"] += self._visited(segments[h], n, count) / (n * n)
+                info[h]["skipped"] = self._segment_skipped(segments[h], count)
         start = time.perf_counter()
         out = torch.empty_like(o, dtype=q.dtype).index_copy_(2, q_order, o.to(q.dtype))
         lse = torch.empty_like(l).index_copy_(2, q_order, l) if need_lse else None
