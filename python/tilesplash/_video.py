@@ -123,8 +123,8 @@ class VideoAttention(GroupForward):
     on any device, the CPU included). The flex backend makes the native
     router's decisions with torch ops on the tensors' device (only the table
     of sampled MSEs goes to the host), runs temporal and sta heads with their
-    rows gathered into their order on the device and the sink merged through
-    the LSEs, and svg2 heads with clusters computed on the device
+    rows gathered into their order on the device and the sink's tiles in the
+    same kernel call, and svg2 heads with clusters computed on the device
     (docs/gpu.md). Its tiles are block_q x block_kv, 128 x 128 by default;
     threads and context do not apply to it. flex_strategy: "permute" (the
     default) or "per_head" (every head in the original order; for
