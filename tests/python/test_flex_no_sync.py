@@ -78,7 +78,8 @@ G = VideoGeometry(3, 4, 6, text=5, text_at="after")
     dict(density=0.3, dense_layers=1),
     dict(method="sta", density=0.3, density_budget=0.6),
     dict(density=0.3, sink=True, force="temporal"),
-], ids=["svg_sink", "tile", "radial", "ladder", "warmup", "sta", "forced"])
+    dict(method="svg2", density=0.3),
+], ids=["svg_sink", "tile", "radial", "ladder", "warmup", "sta", "forced", "svg2"])
 @pytest.mark.parametrize("layout", ["bnhd", "bhnd"])
 def test_a_steady_state_call_never_reads_the_device(options, layout):
     layer = VideoAttention(G, backend="flex", samples=8, **options)

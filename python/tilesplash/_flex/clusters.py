@@ -15,8 +15,9 @@ torch ops, batched over the heads of a call:
   centroid moves by 1e-4 (frozen in place, so no host round trip per round);
 - the kept cluster pairs: the native rule (weights |K_b| exp(scale c^Q_a .
   c^K_b), per query cluster the shortest prefix of key clusters by falling
-  weight reaching top-p, at least min_kc_ratio of them, top-p bisected to
-  meet the density);
+  weight reaching top-p, at least min_kc_ratio of them, the top-p whose
+  density is nearest the target read from one sorted cumsum of the density's
+  steps, as the native bisection picks it: _top_p);
 - the run order: Q rows sorted by query cluster, K and V rows by key cluster,
   text last; clusters ordered by barycentre sweeps over the kept pairs (the
   native order starts the sweeps from a nearest-neighbour chain through the
@@ -121,18 +122,52 @@ def select_pairs(cq, ck, sizes_q, sizes_k, scale, density, min_kc_ratio, tokens,
         keys = key_sizes.gather(-1, (m - 1).clamp(min=0)[..., None])[..., 0]
         return (2 * t * n - t * t + (sizes_q.double() * keys).sum(-1)) / (n * n)
 
-    lo = torch.zeros(heads, dtype=torch.float64, device=cq.device)
-    hi = torch.ones_like(lo)
-    for _ in range(50):
-        mid = 0.5 * (lo + hi)
-        below = kept_density(mid) < density
-        lo, hi = torch.where(below, mid, lo), torch.where(below, hi, mid)
-    p = torch.where(density - kept_density(lo) <= kept_density(hi) - density, lo, hi)
+    p = _top_p(cumulative, prefix, kept_density, sizes_q, key_sizes, minimum, width,
+               density, n)
     m = prefix(p)
     rank = torch.arange(kc, device=cq.device)
     kept_sorted = rank[None, None, :] < m[..., None]
     kept = torch.zeros((heads, qc, kc), dtype=torch.bool, device=cq.device)
     return kept.scatter_(-1, order, kept_sorted)
+
+
+def _top_p(cumulative, prefix, kept_density, sizes_q, key_sizes, minimum, width, density, n):
+    """[H] top-p whose kept density is nearest `density` (the lower on a tie), as the
+    native rule's bisection of p over [0, 1] picks it, found in one pass: the density
+    is a step function of p that rises only where p passes a cumulative weight, so
+    every step's level is a cumsum of the rises sorted by where they happen, and the
+    two levels around the target are read from it (no loop, no host read).
+
+    Passing cumulative[a, j] moves query cluster a's prefix from clamp(j + 1) to
+    clamp(j + 2) key clusters (clamped to [minimum, width]): the rise is |Q_a| times
+    the keys of the extra cluster."""
+    heads, qc, kc = cumulative.shape
+    j = torch.arange(kc, device=cumulative.device)
+
+    def keys(m):  # [H, qc, kc]: the keys of the first m key clusters of each query cluster
+        m = torch.minimum(torch.maximum(m, minimum[:, None, None]), width[:, None, None])
+        return key_sizes.gather(-1, (m - 1).clamp(min=0))
+
+    before = (j + 1).expand(heads, qc, kc)
+    rise = sizes_q.double()[..., None] * (keys(before + 1) - keys(before)) / (n * n)
+    where_, sorted_at = torch.sort(cumulative.reshape(heads, -1), dim=-1, stable=True)
+    start = kept_density(torch.zeros(heads, dtype=torch.float64, device=cumulative.device))
+    levels = start[:, None] + torch.cumsum(rise.reshape(heads, -1).gather(-1, sorted_at), -1)
+    # A level holds for p in (where_[i], next]: reachable when where_[i] < 1 (p <= 1) and
+    # the last of its tied weights; p = min(next, 1) stands for it.
+    following = torch.cat([where_[:, 1:], torch.full_like(where_[:, :1], 2.0)], dim=-1)
+    valid = (where_ < 1) & (following > where_)
+    levels = torch.cat([start[:, None], levels], dim=-1)
+    valid = torch.cat([torch.ones_like(valid[:, :1]), valid], dim=-1)
+    at = torch.cat([torch.zeros_like(where_[:, :1]), following.clamp(max=1.0)], dim=-1)
+    index = torch.arange(levels.shape[1], device=levels.device).expand_as(levels)
+    last = torch.where(valid, index, -1).amax(-1)
+    lo = torch.where(valid & (levels < density), index, -1).amax(-1).clamp(min=0)
+    hi = torch.where(valid & (levels >= density), index, levels.shape[1]).amin(-1)
+    hi = torch.where(hi == levels.shape[1], last, hi)
+    d_lo, d_hi = levels.gather(-1, lo[:, None])[:, 0], levels.gather(-1, hi[:, None])[:, 0]
+    pick = torch.where(density - d_lo <= d_hi - density, lo, hi)
+    return at.gather(-1, pick[:, None])[:, 0]
 
 
 def cluster_ranks(kept, sizes_q, sizes_k, sweeps=4):
@@ -363,7 +398,8 @@ class DeviceClusters:
         rows = torch.clamp(n - torch.arange(0, n, bq, device=kept.device), max=bq).double()
         cols = torch.clamp(n - torch.arange(0, n, bk, device=kept.device), max=bk).double()
         tiles = (visited.double() * rows[None, :, None] * cols[None, None, :]).sum((1, 2)) / (n * n)
-        for h, dens, frac in zip(group, density.tolist(), tiles.tolist()):
+        # 0-d device tensors: the report reads them when asked (report.call_report).
+        for h, dens, frac in zip(group, density.unbind(), tiles.unbind()):
             info[h].update(density=dens, tiles_visited=frac, cluster_seconds=clustered / len(group),
                            plan_seconds=planned / len(group),
                            permute_seconds=permute / len(group))

@@ -45,6 +45,7 @@ from .._torch_video.report import call_report, head_report
 from .._torch_video.route import decide, sampled_scores
 from .routed import RoutedLayer
 from .row_rules import RowRules
+from .tables import joined_tables, plan_tables
 from .tile_counts import TileCounts
 from .tuning import kernel_options_for
 
@@ -91,6 +92,7 @@ class FlexVideo(TileCounts):
         self._row_rules: dict = {}  # device -> RowRules, or None: host row masks
         self.kernels_used: dict = {}  # kernel name -> {kernel passed over: why}, this call
         self._visited_cache: dict = {}
+        self._table_needs: dict = {}  # candidate name -> its plan needs the table mask_mod
         self.clusters = None
         if method_flag(owner.method, "data_driven"):
             from .clusters import DeviceClusters
@@ -175,24 +177,44 @@ class FlexVideo(TileCounts):
         return self.call(q, k, v, bm, kv_len, need_lse, first)
 
     def group_of_candidates(self, choices):
-        """{group key: [heads]}: ("original",) or ("order", name-of-order, extra) or ("svg2",)."""
+        """{group key: [heads]}: ("original",) or ("order", name-of-order, extra) or
+        ("svg2",), with "table" appended for the heads whose mask needs the table
+        mask_mod (more than ROW_INTERVALS runs of keys in a row): those heads, and only
+        those, run in their own call with it; every other head keeps the per-row rule."""
         groups: dict = {}
         for h, choice in enumerate(choices):
-            if choice == cluster_choice():
-                key = ("svg2",)
-            elif choice == "dense" or self.strategy == "per_head":
-                key = ("original",)
-            else:
-                run = self.runs[choice]
-                if run["order"] is None and run["kv_order"] is None:
-                    key = ("original",)
-                else:
-                    extra = run["extra"]
-                    key = ("order", run["order_name"],
-                           None if extra is None else (extra["first"], extra["count"],
-                                                       extra["stride"]))
+            key = self._order_key(choice)
+            if key[0] != "svg2" and choice != "dense" and self._needs_table(choice, key):
+                key = key + ("table",)
             groups.setdefault(key, []).append(h)
         return groups
+
+    def _needs_table(self, name, key) -> bool:
+        """Whether candidate `name`'s plan (its segment's joined, if any) has a row of more
+        than ROW_INTERVALS runs of keys; once per candidate (key padding only shortens
+        rows, so the unpadded plan decides)."""
+        found = self._table_needs.get(name)
+        if found is None:
+            n, block = self.tokens, self.block
+            calls = self.group_calls(key, [0], [name])
+            tables = plan_tables(calls[0][0][0], n, n, *block)
+            if len(calls) > 1:
+                tables = joined_tables(tables, plan_tables(calls[1][0][0], n, calls[1][1], *block))
+            found = self._table_needs[name] = tables.row_starts is None
+        return found
+
+    def _order_key(self, choice):
+        """The row order a head with this choice runs in (group_of_candidates' key)."""
+        if choice == cluster_choice():
+            return ("svg2",)
+        if choice == "dense" or self.strategy == "per_head":
+            return ("original",)
+        run = self.runs[choice]
+        if run["order"] is None and run["kv_order"] is None:
+            return ("original",)
+        extra = run["extra"]
+        return ("order", run["order_name"],
+                None if extra is None else (extra["first"], extra["count"], extra["stride"]))
 
     def _padded_in_place(self, name, key_limit) -> None:
         """The candidate's key order must leave keys [key_limit, tokens) where they are
