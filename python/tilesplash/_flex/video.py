@@ -45,11 +45,11 @@ from .._torch_video.report import call_report, head_report
 from .._torch_video.route import decide, sampled_scores
 from .routed import RoutedLayer
 from .row_rules import RowRules
+from .settings import current as flex_settings
 from .tables import joined_tables, plan_tables
 from .tile_counts import TileCounts
 from .tuning import kernel_options_for
 
-STRATEGIES = ("permute", "per_head")
 GRANULARITIES = ("token", "tile")
 
 
@@ -65,10 +65,7 @@ class FlexVideo(TileCounts):
     """The flex execution of one tilesplash.VideoAttention (its owner)."""
 
     def __init__(self, owner, *, dense_layers, dense_steps, force, density_budget, scale,
-                 block_q, block_kv, strategy="permute", compile=None, error=None,
-                 granularity="token"):
-        if strategy not in STRATEGIES:
-            raise ValueError(f"strategy: expected 'permute' or 'per_head', got {strategy!r}")
+                 block_q, block_kv, error=None, granularity="token"):
         if granularity not in GRANULARITIES:
             raise ValueError(f"granularity: expected 'token' or 'tile', got {granularity!r}")
         if granularity == "tile" and method_flag(owner.method, "data_driven"):
@@ -81,7 +78,6 @@ class FlexVideo(TileCounts):
         self.force, self.density_budget, self.scale = force, density_budget, scale
         self.error = error
         self.block = (block_q or 128, block_kv or 128)
-        self.strategy, self.compile = strategy, compile
         self.tokens = owner.geometry.tokens
         self.candidates = owner.candidates
         self.runs = {name: owner.candidate_run(name) for name, _ in self.candidates}
@@ -98,6 +94,16 @@ class FlexVideo(TileCounts):
             from .clusters import DeviceClusters
 
             self.clusters = DeviceClusters(owner.geometry, owner.cluster_options)
+
+    @property
+    def strategy(self) -> str:
+        """tilesplash.flex.configure's strategy, read at every call."""
+        return flex_settings()["strategy"]
+
+    @property
+    def compile(self):
+        """tilesplash.flex.configure's compile, read at every call."""
+        return flex_settings()["compile"]
 
     # -- routing -----------------------------------------------------------------------------
 
@@ -193,14 +199,14 @@ class FlexVideo(TileCounts):
         """Whether candidate `name`'s plan (its segment's joined, if any) has a row of more
         than ROW_INTERVALS runs of keys; once per candidate (key padding only shortens
         rows, so the unpadded plan decides)."""
-        found = self._table_needs.get(name)
+        found = self._table_needs.get((name, key))
         if found is None:
             n, block = self.tokens, self.block
             calls = self.group_calls(key, [0], [name])
             tables = plan_tables(calls[0][0][0], n, n, *block)
             if len(calls) > 1:
                 tables = joined_tables(tables, plan_tables(calls[1][0][0], n, calls[1][1], *block))
-            found = self._table_needs[name] = tables.row_starts is None
+            found = self._table_needs[(name, key)] = tables.row_starts is None
         return found
 
     def _order_key(self, choice):
@@ -484,7 +490,7 @@ class FlexVideo(TileCounts):
         return result, lse_to_layout(lse, layout), report
 
     def _routed_layer(self, key_limit, device) -> RoutedLayer:
-        key = (key_limit, str(device))
+        key = (key_limit, str(device), self.strategy)
         found = self._routed_layers.get(key)
         if found is None:
             found = self._routed_layers[key] = RoutedLayer(self, key_limit, device)
