@@ -21,7 +21,7 @@ import pytest
 from tilesplash import VideoAttention, VideoGeometry, _core
 
 torch = pytest.importorskip("torch")
-from tilesplash._flex.row_rules import RowRules  # noqa: E402
+from tilesplash._torch_video.row_rules import RowRules  # noqa: E402
 from tilesplash._torch_video.route import decide, sampled_scores  # noqa: E402
 
 READS = ("item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__", "__index__")

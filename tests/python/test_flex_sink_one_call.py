@@ -16,7 +16,7 @@ from tilesplash import VideoAttention, VideoGeometry
 
 torch = pytest.importorskip("torch")
 
-from tilesplash._flex import kernels  # noqa: E402
+from tilesplash._torch_video import kernels  # noqa: E402
 
 
 @pytest.fixture

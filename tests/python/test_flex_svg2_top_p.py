@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tilesplash._flex.clusters import select_pairs  # noqa: E402
+from tilesplash._torch_video.clusters import select_pairs  # noqa: E402
 
 
 def _bisected(cq, ck, sizes_q, sizes_k, scale, density, min_kc_ratio, tokens, text):

@@ -19,8 +19,9 @@ from tilesplash import VideoAttention, VideoGeometry
 torch = pytest.importorskip("torch")
 
 from tilesplash._backends import BACKENDS  # noqa: E402
-from tilesplash._flex import kernels, options  # noqa: E402
-from tilesplash._flex.routed import RoutedLayer  # noqa: E402
+from tilesplash._flex import options  # noqa: E402
+from tilesplash._torch_video import kernels  # noqa: E402
+from tilesplash._torch_video.lanes import RoutedLayer  # noqa: E402
 from tilesplash._flex.tables import plan_tables  # noqa: E402
 
 G = VideoGeometry(8, 16, 16)

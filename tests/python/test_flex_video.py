@@ -111,7 +111,7 @@ def test_svg2_clusters_on_the_device_equal_the_native_ones():
 def test_svg2_block_lists_equal_its_mask_mod(geometry):
     # The run-order plan of the device clusters, classified from prefix sums, against
     # mask_mod on every pair (eager FlexAttention alone would not notice a wrong list).
-    from tilesplash._flex.clusters import DeviceClusters
+    from tilesplash._torch_video.clusters import DeviceClusters
     from test_flex import check_block_lists
 
     g = geometry
@@ -122,7 +122,7 @@ def test_svg2_block_lists_equal_its_mask_mod(geometry):
     original = DeviceClusters.run
 
     def spy(self, runner, *args):
-        import tilesplash._flex.clusters as module
+        import tilesplash._torch_video.clusters as module
 
         real = module.BlockMask.from_kv_blocks
 

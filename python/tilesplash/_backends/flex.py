@@ -61,6 +61,6 @@ class FlexBackend(Backend):
         return merge_lse([out_a, out_b], [lse_a, lse_b], layout)
 
     def video_runner(self, owner, settings):
-        from .._flex.video import FlexVideo
+        from .._torch_video.runner import FlexVideo
 
         return FlexVideo(owner, **settings)

@@ -43,7 +43,7 @@ import torch
 from torch.nn.attention.flex_attention import BlockMask
 
 from .. import _core
-from .kernel import run_flex
+from .._flex.kernel import run_flex
 
 _HAS_Q_BLOCKS = "compute_q_blocks" in BlockMask.from_kv_blocks.__code__.co_varnames
 _CHUNK_ELEMENTS = 1 << 27

@@ -1,29 +1,23 @@
-"""VideoAttention(..., backend="flex"): routed video attention through FlexAttention.
+"""VideoAttention(..., backend="flex"): the torch video runner (routing, plans, calls).
 
-The native router's decisions (on the device: _torch_video/route.py), then every head of a batch entry
-runs in a few FlexAttention calls, one per group of heads that share a row
-order:
+The native router's decisions (on the device: route.py), then every head of a
+batch entry runs in a few kernel calls (kernels/), one per group of heads that
+share a row order and a mask_mod need (a plan with more than ROW_INTERVALS runs
+of keys in a row needs the table mask_mod; only its heads get it):
 
 - heads in the original order (dense, spatial, radial, ...) run their
-  candidate's whole mask, sink included, in one call with a per-head
-  BlockMask ([1, H, ...], heads with the same mask share one plan);
-- heads whose candidate runs in another order (temporal in token-major,
-  sta in tile-major) have their Q, K, V rows gathered into that order with
-  device indexing, run the candidate's run-order mask (the band plan the
-  spatial heads' plan is cut from) with the separate key segment (Wan's
-  first-frame sink, every F-th key in token-major order) gathered after the
-  band's keys and kept as tiles of the same plan (one call, no LSE merge:
-  tables.joined_tables), and scatter the rows back;
+  candidate's whole mask, sink included, in one call with a per-head BlockMask;
+- heads whose candidate runs in another order (temporal in token-major, sta in
+  tile-major) have their Q, K, V rows gathered into that order on the device
+  and run its run-order mask with the key segment (Wan's first-frame sink,
+  every F-th key in token-major order) gathered after the band's keys and kept
+  as tiles of the same plan (one call, no LSE merge: tables.joined_tables);
 - svg2 heads run their own clusters (clusters.py).
 
-granularity="tile" rounds every mask a head runs out to whole tiles of the
-BlockMask's blocks (block_q x block_kv) in its run order, so the BlockMasks
-have full tiles only and the compiled kernel runs no mask_mod (masks.py).
-
-strategy="per_head" runs every routed head in the original order instead
-(temporal and sta masks planned where they are scattered): no gathers, but
-many more partial tiles; docs/gpu.md gives the CPU measurement behind the
-default, "permute".
+granularity="tile" rounds every mask out to whole tiles of the BlockMask's
+blocks in its run order: full tiles only, no mask_mod in a compiled kernel.
+tilesplash.flex.configure(strategy="per_head") runs every routed head in the
+original order instead (no gathers, many more partial tiles; docs/gpu.md).
 """
 
 from __future__ import annotations
@@ -38,17 +32,17 @@ from .. import _core
 from .._mask import Mask, core_mask
 from .._methods import cluster_choice, method_flag
 from .._layouts import from_bhnd, lse_to_layout, to_bhnd
-from .attention import check_device, check_finite
-from .kernels import KernelRefused, choose as choose_kernel
-from .masks import block_mask_for, joined_block_mask, joined_kv_len
-from .._torch_video.report import call_report, head_report
-from .._torch_video.route import decide, sampled_scores
-from .routed import RoutedLayer
+from .._flex.attention import check_device, check_finite
+from .kernels import KernelRefused, choose as choose_kernel, sdpa
+from .._flex.masks import block_mask_for, joined_block_mask, joined_kv_len
+from .report import call_report, head_report
+from .route import decide, sampled_scores
+from .lanes import RoutedLayer
 from .row_rules import RowRules
-from .settings import current as flex_settings
-from .tables import joined_tables, plan_tables
+from .._flex.settings import current as flex_settings
+from .._flex.tables import joined_tables, plan_tables
 from .tile_counts import TileCounts
-from .tuning import kernel_options_for
+from .._flex.tuning import kernel_options_for
 
 GRANULARITIES = ("token", "tile")
 
@@ -499,11 +493,7 @@ class FlexVideo(TileCounts):
     def _dense_sdpa(self, q, k, v, scale, key_limit, info):
         """Every head dense on torch's SDPA ([1, H, N, d]), keys from key_limit on dropped."""
         n = self.tokens
-        keep = None
-        if key_limit is not None:
-            keep = (torch.arange(n, device=q.device) < key_limit)[None]  # [1, N]: every row
         for h in info:
             h["tiles_visited"] = 1.0 if key_limit is None else \
                 self._visited(Mask.key_range(0, key_limit), n, n) / (n * n)
-        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep,
-                                                                scale=scale)
+        return sdpa.dense(q, k, v, scale, key_limit)
