@@ -43,7 +43,8 @@ import torch
 from torch.nn.attention.flex_attention import BlockMask
 
 from .options import FULL_ONLY_TAG, MASK_MOD_TAG, NO_MASK, ROWS, TABLE
-from .tables import FULL, PARTIAL_BASE, ROW_INTERVALS, PlanTables, joined_tables, plan_tables
+from .._tile_tables import FULL, PARTIAL_BASE
+from .tables import ROW_INTERVALS, PlanTables, joined_tables, plan_tables
 
 _DEVICE_CACHE: OrderedDict = OrderedDict()  # key -> (DeviceTables, bytes)
 _MASK_CACHE: OrderedDict = OrderedDict()  # key -> (BlockMask, bytes)

@@ -18,7 +18,9 @@ in a small LRU cache:
   [ROW_INTERVALS, q_len] int32 (TilePlan.row_intervals): what the cheaper
   per-row mask_mod of masks.py loads.
 
-NumPy only: the device copies live in _flex.masks.
+All of it is a view of one _tile_tables.TileTable (the tile encoding the JAX
+bridge reads too): `table` keeps it. NumPy only: the device copies live in
+_flex.masks.
 """
 
 from __future__ import annotations
@@ -30,10 +32,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _core
+from .._tile_tables import FULL, PARTIAL_BASE, TileTable
 from .._window import window_core
 
-FULL = 1
-PARTIAL_BASE = 2
 ROW_INTERVALS = 4
 """Intervals per row of the per-row mask_mod (a fixed count: one compiled kernel)."""
 
@@ -56,6 +57,7 @@ class PlanTables:
     build_seconds: float
     row_starts: np.ndarray | None = None  # int32 [ROW_INTERVALS, q_len], or None
     row_ends: np.ndarray | None = None
+    table: TileTable | None = None  # what every array above is a view of
 
     @property
     def q_blocks(self) -> int:
@@ -66,50 +68,34 @@ class PlanTables:
         return int(self.tiles.shape[1])
 
 
-def _padded_lists(offsets: np.ndarray, indices: np.ndarray, q_blocks: int, kv_blocks: int):
-    counts = np.diff(offsets).astype(np.int32)
-    padded = np.zeros((q_blocks, kv_blocks), dtype=np.int32)
-    if indices.size:
-        rows = np.repeat(np.arange(q_blocks), counts)
-        columns = np.arange(indices.size) - offsets[rows]
-        padded[rows, columns] = indices
-    return counts, padded, (np.repeat(np.arange(q_blocks), counts) if indices.size else None)
+def flex_view(table: TileTable, kept_pairs: int = -1, build_seconds: float = 0.0, starts=None,
+              ends=None) -> PlanTables:
+    """The PlanTables (FlexAttention's lists and int32 words) of one TileTable."""
+    tiles = table.matrix()
+    partial_num, partial_idx = _lists(tiles, lambda t: t >= PARTIAL_BASE)
+    full_num, full_idx = _lists(tiles, lambda t: t == FULL)
+    bits = table.bits
+    if sys.byteorder != "little":  # pragma: no cover - every supported platform is little-endian
+        bits = bits.byteswap()
+    words = np.ascontiguousarray(bits).view(np.int32).reshape(
+        bits.shape[0], table.block_q, 2 * table.words)
+    return PlanTables(table.q_len, table.kv_len, table.block_q, table.block_kv, partial_num,
+                      partial_idx, full_num, full_idx, tiles, words, int(kept_pairs),
+                      float(build_seconds), starts, ends, table)
 
 
 def tables_from_arrays(arrays: dict, kept_pairs: int = -1, build_seconds: float = 0.0,
                        rows=None) -> PlanTables:
     """PlanTables from the dict TilePlan.block_sparse() returns (and, where the rows
     are few intervals, TilePlan.row_intervals()'s (starts, ends))."""
-    q_blocks, kv_blocks = int(arrays["q_blocks"]), int(arrays["kv_blocks"])
-    partial_num, partial_idx, partial_rows = _padded_lists(
-        arrays["partial_offsets"], arrays["partial_indices"], q_blocks, kv_blocks)
-    full_num, full_idx, full_rows = _padded_lists(
-        arrays["full_offsets"], arrays["full_indices"], q_blocks, kv_blocks)
-    tiles = np.zeros((q_blocks, kv_blocks), dtype=np.int32)
-    if full_rows is not None:
-        tiles[full_rows, arrays["full_indices"]] = FULL
-    if partial_rows is not None:
-        tiles[partial_rows, arrays["partial_indices"]] = PARTIAL_BASE + arrays["partial_ids"]
-    bits = arrays["bits"]
-    if sys.byteorder != "little":  # pragma: no cover - every supported platform is little-endian
-        bits = bits.byteswap()
-    words = np.ascontiguousarray(bits).view(np.int32).reshape(
-        bits.shape[0], int(arrays["block_q"]), 2 * int(arrays["words_per_row"]))
     starts, ends = (None, None) if rows is None else rows
-    return PlanTables(int(arrays["q_len"]), int(arrays["kv_len"]), int(arrays["block_q"]),
-                      int(arrays["block_kv"]), partial_num, partial_idx, full_num, full_idx,
-                      tiles, words, int(kept_pairs), float(build_seconds), starts, ends)
+    return flex_view(TileTable.from_block_sparse(arrays), kept_pairs, build_seconds, starts, ends)
 
 
 def empty_tables(q_len: int, kv_len: int, block_q: int, block_kv: int) -> PlanTables:
     """A plan that keeps no pair (a head that another call of the layer runs)."""
-    q_blocks, kv_blocks = -(-q_len // block_q), -(-kv_len // block_kv)
-    zeros = np.zeros((q_blocks, kv_blocks), dtype=np.int32)
-    counts = np.zeros(q_blocks, dtype=np.int32)
-    words = np.zeros((0, block_q, 2 * -(-block_kv // 64)), dtype=np.int32)
     no_rows = np.zeros((ROW_INTERVALS, q_len), dtype=np.int32)
-    return PlanTables(q_len, kv_len, block_q, block_kv, counts, zeros, counts, zeros, zeros,
-                      words, 0, 0.0, no_rows, no_rows)
+    return flex_view(TileTable.empty(q_len, kv_len, block_q, block_kv), 0, 0.0, no_rows, no_rows)
 
 
 _CACHE: OrderedDict = OrderedDict()
@@ -185,32 +171,8 @@ def joined_tables(band: PlanTables, segment: PlanTables) -> PlanTables:
         raise ValueError("segment: expected the band's query length and blocks, got "
                          f"{(segment.q_len, segment.block_q, segment.block_kv)} against "
                          f"{(band.q_len, band.block_q, band.block_kv)}")
-    block_q, block_kv = band.block_q, band.block_kv
-    offset = band.kv_blocks * block_kv
-    tiles_band, words = band.tiles.copy(), [band.words]
-    distinct = int(band.words.shape[0])
-    real = band.kv_len - offset + block_kv  # real keys in the band's last kv block
-    if real < block_kv:
-        limit = np.zeros(words[0].shape[1:], dtype=np.uint32)  # [block_q, words32]
-        for column in range(limit.shape[1]):
-            keep = min(max(real - 32 * column, 0), 32)
-            limit[:, column] = (1 << keep) - 1
-        limit = limit.view(np.int32)
-        last = tiles_band[:, -1]
-        for row in np.nonzero(last != 0)[0]:
-            kept = limit if last[row] == FULL else band.words[last[row] - PARTIAL_BASE] & limit
-            words.append(kept[None])
-            last[row] = PARTIAL_BASE + distinct
-            distinct += 1
-    tiles_segment = np.where(segment.tiles >= PARTIAL_BASE, segment.tiles + distinct,
-                             segment.tiles)
-    words.append(segment.words)
-    tiles = np.ascontiguousarray(np.concatenate([tiles_band, tiles_segment], axis=1), np.int32)
-    partial_num, partial_idx = _lists(tiles, lambda t: t >= PARTIAL_BASE)
-    full_num, full_idx = _lists(tiles, lambda t: t == FULL)
+    offset = band.kv_blocks * band.block_kv
+    table = TileTable.concat([band.table.padded(q=False), segment.table])
     starts, ends = _joined_rows(band, segment, offset)
-    return PlanTables(band.q_len, offset + segment.kv_len, block_q, block_kv, partial_num,
-                      partial_idx, full_num, full_idx, tiles,
-                      np.ascontiguousarray(np.concatenate(words), np.int32),
-                      band.kept_pairs + segment.kept_pairs,
-                      band.build_seconds + segment.build_seconds, starts, ends)
+    return flex_view(table, band.kept_pairs + segment.kept_pairs,
+                     band.build_seconds + segment.build_seconds, starts, ends)

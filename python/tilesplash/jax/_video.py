@@ -38,7 +38,7 @@ from ._kernel import check_kernel_blocks, kernel_output, make_kernel, scaled, sp
 from ._mask_info import build_stacked_info
 from ._plans import mask_tiles
 from ._route import Router, Routing, device_of
-from ._tiles import TileSet
+from .._tile_tables import TileTable
 
 
 class VideoSplashAttention:
@@ -179,17 +179,17 @@ class VideoSplashAttention:
             orders.append(np.arange(n) if run["order"] is None else run["order"])
             if segment_blocks:
                 if extra is None:
-                    segment = _empty_tiles(main.q_blocks, segment_blocks, bq, bkv)
+                    segment = TileTable.empty(main.q_len, segment_blocks * bkv, bq, bkv)
                     keys = np.zeros(segment_len, np.int64)  # never kept
                 else:
                     # A shorter segment keeps nothing past its keys (zero bits, empty tiles).
                     segment = dataclasses.replace(
                         mask_tiles(extra["mask"], n, extra["count"], bq, bkv),
-                        kv_blocks=segment_blocks)
+                        kv_len=segment_blocks * bkv)
                     keys = extra["first"] + extra["stride"] * np.arange(segment_len)
                     keys[extra["count"]:] = extra["first"]
                 segment_keys.append(keys)
-                main = TileSet.concat([main, segment])
+                main = TileTable.concat([main, segment])
             tiles.append(main)
         block_mask, data_next, mask_next, partial_blocks = build_stacked_info(tiles)
         orders = np.stack(orders).astype(np.int32)
@@ -206,39 +206,3 @@ class VideoSplashAttention:
         static = {"block_q": bq, "block_kv": bkv, "interpret": self.interpret,
                   "main_len": -(-n // bkv) * bkv, "segment_len": segment_blocks * bkv}
         return arrays, static
-
-
-def _empty_tiles(q_blocks, kv_blocks, block_q, block_kv) -> TileSet:
-    empty = np.zeros(0, np.int64)
-    return TileSet(q_blocks, kv_blocks, block_q, block_kv, empty, empty, np.zeros(0, np.uint8),
-                   empty, np.zeros((0, block_q, -(-block_kv // 64)), np.uint64))
-
-
-@partial(jax.jit, static_argnames=("scale", "block_q", "block_kv", "interpret", "main_len",
-                                   "segment_len"))
-def _routed_forward(arrays, index, q, k, v, *, scale, block_q, block_kv, interpret, main_len,
-                    segment_len):
-    n = q.shape[1]
-    info = MaskInfo(
-        data_next=arrays["data_next"][index], block_mask=arrays["block_mask"][index],
-        mask_next=None if arrays["mask_next"] is None else arrays["mask_next"][index],
-        partial_mask_blocks=arrays["partial"], q_sequence=None)
-    kernel = make_kernel(info, block_q, block_kv, interpret)
-    # Each head gathers its rows into its candidate's run order, and back.
-    rows, back = arrays["order"][index], arrays["inverse"][index]
-
-    def gather(x, where):
-        return jnp.take_along_axis(x, where[:, :, None], axis=1)
-
-    q_run = jnp.pad(scaled(gather(q, rows), scale), ((0, 0), (0, -n % block_q), (0, 0)))
-    k_run, v_run = gather(k, rows), gather(v, rows)
-    k_all = jnp.pad(k_run, ((0, 0), (0, main_len - n), (0, 0)))
-    v_all = jnp.pad(v_run, ((0, 0), (0, main_len - n), (0, 0)))
-    if segment_len:
-        # The key segment (the sink): run-order keys first + j * stride, appended.
-        keys = arrays["segment_keys"][index]
-        pad = ((0, 0), (0, segment_len - keys.shape[1]), (0, 0))
-        k_all = jnp.concatenate([k_all, jnp.pad(gather(k_run, keys), pad)], axis=1)
-        v_all = jnp.concatenate([v_all, jnp.pad(gather(v_run, keys), pad)], axis=1)
-    out, _ = kernel_output(kernel, q_run, k_all, v_all, n)
-    return gather(out, back)
