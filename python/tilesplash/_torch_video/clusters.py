@@ -43,7 +43,6 @@ import torch
 from torch.nn.attention.flex_attention import BlockMask
 
 from .. import _core
-from .._flex.kernel import run_flex
 
 _HAS_Q_BLOCKS = "compute_q_blocks" in BlockMask.from_kv_blocks.__code__.co_varnames
 _CHUNK_ELEMENTS = 1 << 27
@@ -381,8 +380,8 @@ class DeviceClusters:
         gather = lambda x, source: x.gather(  # noqa: E731
             2, source[None, :, :, None].expand(-1, -1, -1, x.shape[3]))
         qr, kr, vr = gather(q, q_source), gather(k, k_source), gather(v, k_source)
-        out_run, lse_run = run_flex(qr, kr, vr, block_mask, video_attention.scale,
-                                    compile=video_attention.compile, return_lse=need_lse)
+        # Through the runner's kernel interface (kernels/), as every other call.
+        out_run, lse_run = video_attention.call(qr, kr, vr, block_mask, n, need_lse)
         out = torch.empty_like(out_run).scatter_(
             2, q_source[None, :, :, None].expand(-1, -1, -1, out_run.shape[3]), out_run)
         lse = torch.empty_like(lse_run).scatter_(2, q_source[None], lse_run) if need_lse else None
