@@ -34,11 +34,11 @@ from .._mask import Mask
 from .._methods import method_flag
 from .._checks import check_bool, check_int
 from .._video import VideoAttention
+from .._tile_tables import TileTable
 from ._kernel import check_kernel_blocks, kernel_output, make_kernel, scaled, splash_attention
 from ._mask_info import build_stacked_info
 from ._plans import mask_tiles
 from ._route import Router, Routing, device_of
-from .._tile_tables import TileTable
 
 
 class VideoSplashAttention:
@@ -206,3 +206,33 @@ class VideoSplashAttention:
         static = {"block_q": bq, "block_kv": bkv, "interpret": self.interpret,
                   "main_len": -(-n // bkv) * bkv, "segment_len": segment_blocks * bkv}
         return arrays, static
+
+
+@partial(jax.jit, static_argnames=("scale", "block_q", "block_kv", "interpret", "main_len",
+                                   "segment_len"))
+def _routed_forward(arrays, index, q, k, v, *, scale, block_q, block_kv, interpret, main_len,
+                    segment_len):
+    n = q.shape[1]
+    info = MaskInfo(
+        data_next=arrays["data_next"][index], block_mask=arrays["block_mask"][index],
+        mask_next=None if arrays["mask_next"] is None else arrays["mask_next"][index],
+        partial_mask_blocks=arrays["partial"], q_sequence=None)
+    kernel = make_kernel(info, block_q, block_kv, interpret)
+    # Each head gathers its rows into its candidate's run order, and back.
+    rows, back = arrays["order"][index], arrays["inverse"][index]
+
+    def gather(x, where):
+        return jnp.take_along_axis(x, where[:, :, None], axis=1)
+
+    q_run = jnp.pad(scaled(gather(q, rows), scale), ((0, 0), (0, -n % block_q), (0, 0)))
+    k_run, v_run = gather(k, rows), gather(v, rows)
+    k_all = jnp.pad(k_run, ((0, 0), (0, main_len - n), (0, 0)))
+    v_all = jnp.pad(v_run, ((0, 0), (0, main_len - n), (0, 0)))
+    if segment_len:
+        # The key segment (the sink): run-order keys first + j * stride, appended.
+        keys = arrays["segment_keys"][index]
+        pad = ((0, 0), (0, segment_len - keys.shape[1]), (0, 0))
+        k_all = jnp.concatenate([k_all, jnp.pad(gather(k_run, keys), pad)], axis=1)
+        v_all = jnp.concatenate([v_all, jnp.pad(gather(v_run, keys), pad)], axis=1)
+    out, _ = kernel_output(kernel, q_run, k_all, v_all, n)
+    return gather(out, back)
