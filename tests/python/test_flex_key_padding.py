@@ -171,7 +171,7 @@ def test_block_masks_leave_the_padded_tiles_out(choices, length):
 
 
 def test_svg2_equals_native_and_its_plan_drops_the_padding():
-    from tilesplash._torch_video import clusters as module
+    from tilesplash._flex import cluster_masks as module
 
     g = VideoGeometry(3, 5, 6, text=9, text_at="after")
     gen = torch.Generator().manual_seed(3)

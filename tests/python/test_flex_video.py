@@ -122,7 +122,7 @@ def test_svg2_block_lists_equal_its_mask_mod(geometry):
     original = DeviceClusters.run
 
     def spy(self, runner, *args):
-        import tilesplash._torch_video.clusters as module
+        import tilesplash._flex.cluster_masks as module
 
         real = module.BlockMask.from_kv_blocks
 

@@ -24,9 +24,8 @@ torch ops, batched over the heads of a call:
   query centroids, a sequential walk; here they start from the cluster
   index). The order decides only which tiles are visited, never the result;
 - the plan in run order, classified in O(1) per tile from a 2-D prefix sum
-  of the kept pairs, and a BlockMask per head whose mask_mod reads the
-  head's cluster ranks and kept table (svg2's partial tiles are too many and
-  too varied for a deduplicated bitmask table).
+  of the kept pairs; FlexAttention's BlockMask of it (its mask_mod reads the
+  head's cluster ranks and kept table) is made in _flex/cluster_masks.py.
 
 Distances and means are float32 sums in another order than the native
 kernel's, so a point almost equidistant from two centroids may land in the
@@ -40,17 +39,11 @@ import time
 
 import numpy as np
 import torch
-from torch.nn.attention.flex_attention import BlockMask
 
 from .. import _core
+from .._flex.cluster_masks import cluster_block_mask
 
-_HAS_Q_BLOCKS = "compute_q_blocks" in BlockMask.from_kv_blocks.__code__.co_varnames
 _CHUNK_ELEMENTS = 1 << 27
-
-
-def _q_blocks() -> dict:
-    """compute_q_blocks where PyTorch has it: the q-block lists serve a backward only."""
-    return {"compute_q_blocks": torch.is_grad_enabled()} if _HAS_Q_BLOCKS else {}
 
 
 def _assign(points, centroids):
@@ -363,18 +356,8 @@ class DeviceClusters:
             full, partial = drop_padded_keys(full, partial, limit, n, bk)
         partial_num, partial_idx = block_lists(partial)
         full_num, full_idx = block_lists(full)
-        q_rank32, k_rank32 = q_rank.to(torch.int32), k_rank.to(torch.int32)
-        # A tensor, not a constant: a compiled kernel serves every key length.
-        real_keys = torch.tensor(limit, dtype=torch.int32, device=q.device)
-
-        def mask_mod(b, h, q_idx, kv_idx):
-            a, c = q_rank32[h, q_idx], k_rank32[h, kv_idx]
-            pair = compact[h, torch.clamp(a, min=0), torch.clamp(c, min=0)]
-            return ((a < 0) | (c < 0) | (pair != 0)) & (kv_idx < real_keys)
-
-        block_mask = BlockMask.from_kv_blocks(partial_num, partial_idx, full_num, full_idx,
-                                              BLOCK_SIZE=(bq, bk), mask_mod=mask_mod,
-                                              seq_lengths=(n, n), **_q_blocks())
+        block_mask = cluster_block_mask((partial_num, partial_idx, full_num, full_idx), q_rank,
+                                        k_rank, compact, limit, n, (bq, bk))
         planned = time.perf_counter() - start
         start = time.perf_counter()
         gather = lambda x, source: x.gather(  # noqa: E731
