@@ -12,7 +12,7 @@ Wan 2.1 14B at 720p (21 x 45 x 80 = 75,600 tokens), blocks of 128:
 3. the same layer under Sparse VideoGen 2's clusters: per head random cluster
    labels (300 query, 1,000 key clusters) and the kept pairs the native rule
    picks at 25% from random centroids; tilesplash's device pipeline
-   (tilesplash._flex.clusters: cluster order, run order, tiles classified
+   (tilesplash._torch_video.clusters: cluster order, run order, tiles classified
    from prefix sums; warm: once on other clusters first) against
    create_block_mask on the same cluster mask_mod.
 Each case checks that both give the same block lists, and prints JSON with
@@ -33,7 +33,7 @@ from torch.nn.attention.flex_attention import create_block_mask
 
 import tilesplash
 import tilesplash.flex
-from tilesplash._flex import clusters as device_clusters
+from tilesplash._torch_video import clusters as device_clusters
 
 from block_mask_compare import same_lists  # noqa: E402  (bench/, beside this script)
 

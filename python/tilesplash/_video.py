@@ -18,6 +18,7 @@ from ._checks import (
     check_scale,
 )
 from ._dist.agreement import DERIVED, PER_RANK
+from ._flex.settings import current as flex_settings
 from ._dist.group import check_timeout
 from ._mask import Mask
 from ._methods import DEFAULT_METHOD, check_method, cluster_choice, method_flag, method_names
@@ -128,20 +129,19 @@ class VideoAttention(GroupForward):
     on any device, the CPU included). The flex backend makes the native
     router's decisions with torch ops on the tensors' device (only the table
     of sampled MSEs goes to the host), runs temporal and sta heads with their
-    rows gathered into their order on the device and the sink merged through
-    the LSEs, and svg2 heads with clusters computed on the device
+    rows gathered into their order on the device and the sink's tiles in the
+    same kernel call, and svg2 heads with clusters computed on the device
     (docs/gpu.md). Its tiles are block_q x block_kv, 128 x 128 by default;
-    threads and context do not apply to it. flex_strategy: "permute" (the
-    default) or "per_head" (every head in the original order; for
-    measurements). flex_compile: None compiles FlexAttention on every device
-    but the CPU; True / False force it.
+    threads and context do not apply to it. How it executes (row gathers or
+    per-head masks, compiling) is the flex backend's own setting:
+    tilesplash.flex.configure(strategy=..., compile=...).
     """
 
     def __init__(self, geometry, *, method=DEFAULT_METHOD, density=0.25, band=None, sink=False,
                  text_full=True, density_budget=None, dense_layers=0, dense_steps=0, samples=64,
                  seed=0, force=None, threads=0, block_q=None, block_kv=None, scale=None,
-                 context=None, group=None, timeout=None, backend="auto", flex_strategy="permute",
-                 flex_compile=None, precision="default", error=None, densities=None,
+                 context=None, group=None, timeout=None, backend="auto",
+                 precision="default", error=None, densities=None,
                  granularity="token", compensate=False):
         arguments = dict(locals())  # with a group, all but the PER_RANK ones must agree
         if not isinstance(geometry, _core.VideoGeometry):
@@ -183,12 +183,7 @@ class VideoAttention(GroupForward):
         self._runner_settings = dict(
             dense_layers=dense_layers, dense_steps=dense_steps, force=force,
             density_budget=density_budget, error=error, scale=scale, block_q=block_q,
-            block_kv=block_kv,
-            strategy=flex_strategy, compile=flex_compile, granularity=granularity,
-            compensate=compensate)
-        if flex_strategy not in ("permute", "per_head"):
-            raise ValueError(f"flex_strategy: expected 'permute' or 'per_head', got "
-                             f"{flex_strategy!r}")
+            block_kv=block_kv, granularity=granularity, compensate=compensate)
         self._last_heads = None  # with a group: the global heads [begin, end) of the last call
         # What ranks of a group must agree on: the arguments, and what the
         # library made of them (the band, the candidates' masks).
@@ -313,8 +308,10 @@ class VideoAttention(GroupForward):
         ranks of a group compare on every call: the constructor's arguments but the
         PER_RANK ones, the band and candidates the library made of them, and for
         svg2 (whose clusters warm-start from earlier calls) the calls since
-        reset_clusters()."""
+        reset_clusters(), and the flex backend's settings (tilesplash.flex.configure)."""
         agreed = dict(self._agreed)
+        for name, value in flex_settings().items():
+            agreed[f"tilesplash.flex.configure {name}"] = value
         if method_flag(self.method, "data_driven"):
             agreed["VideoAttention calls since reset_clusters()"] = self._calls_since_reset
         return agreed

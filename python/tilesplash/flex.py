@@ -9,6 +9,9 @@
     out = tilesplash.attention(q_cuda, k_cuda, v_cuda, mask=spec)      # backend="auto": flex
     out = tilesplash.attention(q_cpu, k_cpu, v_cpu, mask=spec, backend="flex")
 
+    tilesplash.flex.configure(strategy="per_head", compile=True)  # VideoAttention's runner
+    with tilesplash.flex.configure(compile=False): ...            # restored on exit
+
 A BlockMask holds a plan's structure (empty tiles absent, full tiles without
 mask_mod, partial tiles with it) and a mask_mod exact on every pair, so eager
 FlexAttention (which calls mask_mod everywhere) is exact too: per-row key
@@ -42,6 +45,7 @@ from ._flex.options import (
     used as _used,
 )
 from ._flex.tuning import CANDIDATES, cache_path, kernel_options_for, tune
+from ._flex.settings import configure, current as settings
 from ._mask import as_mask
 from ._checks import FLEX_BLOCKS, check_int
 from ._tensors import is_torch
@@ -56,6 +60,8 @@ __all__ = [
     "cache_bytes",
     "cache_path",
     "clear_caches",
+    "configure",
+    "settings",
     "set_cache_bytes",
     "compiled_flex",
     "kernel_options",

@@ -78,6 +78,17 @@ def _video(odd, changed, calls=((0, 0),), between=None, call_changed=None, base=
     return call
 
 
+def _configured(odd, **settings):
+    """_video's call with the odd rank's flex backend configured with `settings`
+    (tilesplash.flex.configure, process-wide: restored after the call)."""
+    def call(rank, world):
+        import tilesplash.flex
+
+        with tilesplash.flex.configure(**(settings if odd else {})):
+            _video(False, {})(rank, world)
+    return call
+
+
 def _diffusers(odd, changed=None, model_seed=0, input_seed=1):
     """enable(process_group=) on a one-layer tiny Wan; the odd rank enables with
     `changed`, or holds other weights or inputs."""
@@ -132,8 +143,8 @@ DISAGREEMENTS = {
     "video svg2 reset everywhere": (lambda odd: _video(
         odd, {}, base=dict(method="svg2"), calls=((0, 0), (0, 1)),
         between=lambda a, odd: [a.reset_clusters() for _ in range(1 + odd)]), None),
-    "video flex_strategy": (lambda odd: _video(odd, dict(flex_strategy="per_head")),
-                            "VideoAttention.flex_strategy"),
+    "video flex strategy": (lambda odd: _configured(odd, strategy="per_head"),
+                            "tilesplash.flex.configure strategy"),
     "video same": (lambda odd: _video(odd, dict(threads=2, timeout=30)), None),
     # The same ladder as a list and as a NumPy array is the same configuration.
     "video ladder as an array": (lambda odd: _video(

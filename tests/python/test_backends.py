@@ -142,7 +142,7 @@ def test_cpu_and_flex_backends_merge_alike():
 def test_svg2_options_come_from_the_core(monkeypatch):
     """The device k-means runs what VideoAttention.cluster_options says: change the
     options the core hands over and the flex clusters follow (nothing chosen in _flex)."""
-    import tilesplash._flex.clusters as clusters
+    import tilesplash._torch_video.clusters as clusters
 
     g = tilesplash.VideoGeometry(2, 4, 6)
     va = tilesplash.VideoAttention(g, method="svg2", density=0.3, backend="flex")

@@ -1,4 +1,4 @@
-"""The flex runner's kernels behind one interface (_flex/kernels): the first that can
+"""The torch runner's kernels behind one interface (_torch_video/kernels): the first that can
 run a call runs it, the report names it and those passed over with why; FA4 (through
 FlexAttention's FLASH backend) is used where installed, else Triton, named; dense work
 runs on SDPA; a kernel that refuses a call hands it to the next."""
@@ -11,9 +11,9 @@ import pytest
 from tilesplash import VideoAttention, VideoGeometry
 
 torch = pytest.importorskip("torch")
-from tilesplash._flex import kernels  # noqa: E402
-from tilesplash._flex.kernels.base import Kernel, KernelRefused  # noqa: E402
-from tilesplash._flex.kernels.triton import TritonKernel  # noqa: E402
+from tilesplash._torch_video import kernels  # noqa: E402
+from tilesplash._torch_video.kernels.base import Kernel, KernelRefused  # noqa: E402
+from tilesplash._torch_video.kernels.triton import TritonKernel  # noqa: E402
 
 G = VideoGeometry(3, 4, 6)
 

@@ -143,30 +143,35 @@ def test_padded_keys_change_nothing_and_batches_equal_single_entries():
                                      ["temporal", "temporal"]])
 @pytest.mark.parametrize("length", LENGTHS)
 def test_block_masks_leave_the_padded_tiles_out(choices, length):
-    # Every BlockMask of the call (the original-order heads', the run-order band's and
-    # the sink segment's) against a brute-force classification of its mask & real keys.
+    # Every BlockMask of the call (the original-order heads', the run-order band's with
+    # the sink segment's tiles joined after its keys) against a brute-force
+    # classification of its masks & real keys.
     layer = VideoAttention(G, density=0.3, sink=True, backend="flex", block_q=BQ, block_kv=BK)
     runner = layer._runner(BACKENDS["flex"])
     masks = runner.block_masks(choices, "cpu", key_limit=length)
-    calls = [c for key, group in runner.group_of_candidates(choices).items()
-             for c in runner.group_calls(key, group, choices)]  # the same calls, unpadded
+    calls = [runner.group_calls(key, group, choices)  # the same calls, unpadded
+             for key, group in runner.group_of_candidates(choices).items()]
     assert len(masks) == len(calls)
-    for bm, (unpadded, kv_len) in zip(masks, calls):
-        if kv_len == N:
-            real = np.arange(N) < length
-        else:  # the sink segment: key j is run-order key first + j * stride
-            extra = runner.runs["temporal"]["extra"]
-            real = extra["first"] + extra["stride"] * np.arange(kv_len) < length
+    for bm, parts in zip(masks, calls):
+        kv_len = N if len(parts) == 1 else -(-N // BK) * BK + parts[1][1]
         kept = evaluate_mask_mod(bm, len(choices), N, kv_len)
-        for h, mask in enumerate(unpadded):
-            keep = np.zeros((N, kv_len), dtype=bool) if mask is None else \
-                mask.rows(np.arange(N), kv_len, N) & real[None]
+        for h in range(len(choices)):
+            keep = np.zeros((N, kv_len), dtype=bool)
+            for (unpadded, keys), start in zip(parts, (0, -(-N // BK) * BK)):
+                if unpadded[h] is None:
+                    continue
+                if keys == N:
+                    real = np.arange(N) < length
+                else:  # the sink segment: key j is run-order key first + j * stride
+                    extra = runner.runs["temporal"]["extra"]
+                    real = extra["first"] + extra["stride"] * np.arange(keys) < length
+                keep[:, start:start + keys] = unpadded[h].rows(np.arange(N), keys, N) & real[None]
             assert np.array_equal(kept[h], keep)
             check_block_lists(bm, h, keep, BQ, BK)  # wholly padded tiles: not listed
 
 
 def test_svg2_equals_native_and_its_plan_drops_the_padding():
-    from tilesplash._flex import clusters as module
+    from tilesplash._flex import cluster_masks as module
 
     g = VideoGeometry(3, 5, 6, text=9, text_at="after")
     gen = torch.Generator().manual_seed(3)

@@ -21,7 +21,7 @@ import pytest
 from tilesplash import VideoAttention, VideoGeometry, _core
 
 torch = pytest.importorskip("torch")
-from tilesplash._flex.row_rules import RowRules  # noqa: E402
+from tilesplash._torch_video.row_rules import RowRules  # noqa: E402
 from tilesplash._torch_video.route import decide, sampled_scores  # noqa: E402
 
 READS = ("item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__", "__index__")
@@ -78,12 +78,14 @@ G = VideoGeometry(3, 4, 6, text=5, text_at="after")
     dict(density=0.3, dense_layers=1),
     dict(method="sta", density=0.3, density_budget=0.6),
     dict(density=0.3, sink=True, force="temporal"),
+    dict(method="svg2", density=0.3),
     dict(density=0.3, sink=True, compensate=True),
     dict(density=0.3, sink=True, granularity="tile", block_q=64, block_kv=64, compensate=True),
     dict(error=0.1, compensate=True),
     dict(density=0.3, sink=True, force="temporal", compensate=True),
-], ids=["svg_sink", "tile", "radial", "ladder", "warmup", "sta", "forced", "compensated",
-        "tile_compensated", "ladder_compensated", "forced_compensated"])
+    dict(method="svg2", density=0.3, compensate=True),
+], ids=["svg_sink", "tile", "radial", "ladder", "warmup", "sta", "forced", "svg2", "compensated",
+        "tile_compensated", "ladder_compensated", "forced_compensated", "svg2_compensated"])
 @pytest.mark.parametrize("layout", ["bnhd", "bhnd"])
 def test_a_steady_state_call_never_reads_the_device(options, layout):
     layer = VideoAttention(G, backend="flex", samples=8, **options)

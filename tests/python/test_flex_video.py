@@ -11,6 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import tilesplash  # noqa: E402
+import tilesplash.flex  # noqa: E402
 from tilesplash import Mask, VideoAttention, VideoGeometry  # noqa: E402
 
 from conftest import mask_matrix  # noqa: E402
@@ -19,10 +20,9 @@ from test_video import planted  # noqa: E402
 KINDS = ["spatial", "temporal", "temporal", "spatial", "temporal"]
 
 
-def _pair(geometry, flex_strategy="permute", **options):
+def _pair(geometry, **options):
     return (VideoAttention(geometry, **options),
-            VideoAttention(geometry, backend="flex", block_q=64, block_kv=64,
-                           flex_strategy=flex_strategy, **options))
+            VideoAttention(geometry, backend="flex", block_q=64, block_kv=64, **options))
 
 
 def _same(native, flex, out_tol=2e-6):
@@ -51,9 +51,11 @@ def test_planted_heads_make_the_native_choices(method, strategy):
     options = dict(method=method, density=0.3, sink=method in ("svg", "mix", "radial"))
     if method in ("mix", "sta"):
         options["density_budget"] = 0.4
-    native, flex = _pair(g, flex_strategy=strategy, **options)
-    results = [layer(q, k, v, layout="bhnd", return_lse=True, layer=1, step=3)
-               for layer in (native, flex)]
+    native, flex = _pair(g, **options)
+    with tilesplash.flex.configure(strategy=strategy):  # the flex backend's own setting
+        results = [layer(q, k, v, layout="bhnd", return_lse=True, layer=1, step=3)
+                   for layer in (native, flex)]
+    assert tilesplash.flex.settings()["strategy"] == "permute"  # restored
     if method in ("svg", "mix"):
         assert [h["choice"] for h in results[0][2]["heads"]] == KINDS
     _same(*results)
@@ -112,7 +114,7 @@ def test_svg2_clusters_on_the_device_equal_the_native_ones():
 def test_svg2_block_lists_equal_its_mask_mod(geometry):
     # The run-order plan of the device clusters, classified from prefix sums, against
     # mask_mod on every pair (eager FlexAttention alone would not notice a wrong list).
-    from tilesplash._flex.clusters import DeviceClusters
+    from tilesplash._torch_video.clusters import DeviceClusters
     from test_flex import check_block_lists
 
     g = geometry
@@ -123,7 +125,7 @@ def test_svg2_block_lists_equal_its_mask_mod(geometry):
     original = DeviceClusters.run
 
     def spy(self, runner, *args):
-        import tilesplash._flex.clusters as module
+        import tilesplash._flex.cluster_masks as module
 
         real = module.BlockMask.from_kv_blocks
 
@@ -160,8 +162,12 @@ def test_flex_video_errors():
         layer(torch.empty(1, g.tokens, 2, 16, device="meta"), q, q)
     with pytest.raises(ValueError, match="q: expected the geometry's 64 tokens, got 63"):
         layer(q[:, :63], q[:, :63], q[:, :63])
-    with pytest.raises(ValueError, match="flex_strategy"):
-        VideoAttention(g, flex_strategy="other")
+    with pytest.raises(ValueError, match="strategy: expected 'permute' or 'per_head'"):
+        tilesplash.flex.configure(strategy="other")
+    with pytest.raises(ValueError, match="compile: expected None, True or False"):
+        tilesplash.flex.configure(compile="yes")
+    with pytest.raises(TypeError, match="flex_strategy"):  # no longer VideoAttention's
+        VideoAttention(g, flex_strategy="per_head")
     with pytest.raises(ValueError, match="backend"):
         VideoAttention(g, backend="cuda")
     with pytest.raises(TypeError, match="backend: 'flex' runs torch tensors"):

@@ -51,7 +51,7 @@ def _in_threads(work):
                                             ("flex", "mix"), ("cpu", "mix")])
 def test_one_video_attention_shared_by_threads_gives_the_sequential_bits(backend, method,
                                                                         monkeypatch):
-    from tilesplash._flex import clusters
+    from tilesplash._torch_video import clusters
 
     # Between the start of a call and its k-means, every thread waits for the others (for
     # at most a second): without the object's lock they all get there together, and a race

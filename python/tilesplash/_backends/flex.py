@@ -64,7 +64,7 @@ class FlexBackend(Backend):
         return merge_lse([out_a, out_b], [lse_a, lse_b], layout)
 
     def video_runner(self, owner, settings):
-        from .._flex.video import FlexVideo
+        from .._torch_video.runner import FlexVideo
 
         if method_flag(owner.method, "data_driven") and owner.cluster_options is None:
             # Only svg2's clusters run on the device; pooled heads rank their

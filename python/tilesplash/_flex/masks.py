@@ -43,7 +43,8 @@ import torch
 from torch.nn.attention.flex_attention import BlockMask
 
 from .options import FULL_ONLY_TAG, MASK_MOD_TAG, NO_MASK, ROWS, TABLE
-from .tables import FULL, PARTIAL_BASE, ROW_INTERVALS, PlanTables, plan_tables
+from .._tile_tables import FULL, PARTIAL_BASE
+from .tables import ROW_INTERVALS, PlanTables, joined_tables, plan_tables
 
 _DEVICE_CACHE: OrderedDict = OrderedDict()  # key -> (DeviceTables, bytes)
 _MASK_CACHE: OrderedDict = OrderedDict()  # key -> (BlockMask, bytes)
@@ -216,6 +217,25 @@ def device_tables(mask, q_len, kv_len, block_q, block_kv, window, device) -> Dev
     return found
 
 
+def joined_device_tables(band, segment, q_len, kv_len, count, block_q, block_kv,
+                         device) -> DeviceTables:
+    """The DeviceTables of band mask `band` (kv_len keys) and segment mask `segment`
+    (count keys; None: no key of the segment) joined into one plan
+    (tables.joined_tables), cached like device_tables."""
+    key = ("joined", band, segment, q_len, kv_len, count, block_q, block_kv, str(device))
+    found = _lru_get(_DEVICE_CACHE, key)
+    if found is None:
+        host = joined_tables(plan_tables(band, q_len, kv_len, block_q, block_kv),
+                             plan_tables(segment, q_len, count, block_q, block_kv))
+        found = _lru_put(_DEVICE_CACHE, key, DeviceTables(host, device))
+    return found
+
+
+def joined_kv_len(kv_len: int, count: int, block_kv: int) -> int:
+    """Keys of a joined call: the band's padded to whole kv blocks, then the segment's."""
+    return -(-kv_len // block_kv) * block_kv + count
+
+
 def _padded_stack(plans, name: str, device):
     """[power of two >= len(plans), ...] of one per-plan tensor (zeros beyond)."""
     first = getattr(plans[0], name)
@@ -321,6 +341,28 @@ def block_mask_for(masks, q_len: int, kv_len: int, block_q: int, block_kv: int, 
     plans = [device_tables(m, q_len, kv_len, block_q, block_kv, window, device) for m in distinct]
     return _lru_put(_MASK_CACHE, key, assemble(plans, head_plan, block_q, block_kv, q_len, kv_len,
                                                device, per_head, mask_mod, grad))
+
+
+def joined_block_mask(bands, segments, q_len: int, kv_len: int, count: int, block_q: int,
+                      block_kv: int, device) -> BlockMask:
+    """The cached per-head BlockMask of band masks `bands` and segment masks `segments`
+    (None: a head that keeps nothing) joined into one plan each: the call runs keys
+    [band keys, padding, segment keys] (joined_kv_len of them)."""
+    grad = torch.is_grad_enabled()
+    key = ("joined", tuple(bands), tuple(segments), q_len, kv_len, count, block_q, block_kv,
+           str(device), grad)
+    found = _lru_get(_MASK_CACHE, key)
+    if found is not None:
+        return found
+    distinct: dict = {}
+    head_plan = [distinct.setdefault(pair, len(distinct)) for pair in zip(bands, segments)]
+    total = joined_kv_len(kv_len, count, block_kv)
+    plans = [device_tables(None, q_len, total, block_q, block_kv, (0, 0, 0, 0), device)
+             if band is None else
+             joined_device_tables(band, segment, q_len, kv_len, count, block_q, block_kv, device)
+             for band, segment in distinct]
+    return _lru_put(_MASK_CACHE, key, assemble(plans, head_plan, block_q, block_kv, q_len, total,
+                                               device, True, "auto", grad))
 
 
 def clear_caches() -> None:

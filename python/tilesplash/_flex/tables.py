@@ -18,7 +18,9 @@ in a small LRU cache:
   [ROW_INTERVALS, q_len] int32 (TilePlan.row_intervals): what the cheaper
   per-row mask_mod of masks.py loads.
 
-NumPy only: the device copies live in _flex.masks.
+All of it is a view of one _tile_tables.TileTable (the tile encoding the JAX
+bridge reads too): `table` keeps it. NumPy only: the device copies live in
+_flex.masks.
 """
 
 from __future__ import annotations
@@ -30,10 +32,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _core
+from .._tile_tables import FULL, PARTIAL_BASE, TileTable
 from .._window import window_core
 
-FULL = 1
-PARTIAL_BASE = 2
 ROW_INTERVALS = 4
 """Intervals per row of the per-row mask_mod (a fixed count: one compiled kernel)."""
 
@@ -56,6 +57,7 @@ class PlanTables:
     build_seconds: float
     row_starts: np.ndarray | None = None  # int32 [ROW_INTERVALS, q_len], or None
     row_ends: np.ndarray | None = None
+    table: TileTable | None = None  # what every array above is a view of
 
     @property
     def q_blocks(self) -> int:
@@ -66,50 +68,34 @@ class PlanTables:
         return int(self.tiles.shape[1])
 
 
-def _padded_lists(offsets: np.ndarray, indices: np.ndarray, q_blocks: int, kv_blocks: int):
-    counts = np.diff(offsets).astype(np.int32)
-    padded = np.zeros((q_blocks, kv_blocks), dtype=np.int32)
-    if indices.size:
-        rows = np.repeat(np.arange(q_blocks), counts)
-        columns = np.arange(indices.size) - offsets[rows]
-        padded[rows, columns] = indices
-    return counts, padded, (np.repeat(np.arange(q_blocks), counts) if indices.size else None)
+def flex_view(table: TileTable, kept_pairs: int = -1, build_seconds: float = 0.0, starts=None,
+              ends=None) -> PlanTables:
+    """The PlanTables (FlexAttention's lists and int32 words) of one TileTable."""
+    tiles = table.matrix()
+    partial_num, partial_idx = _lists(tiles, lambda t: t >= PARTIAL_BASE)
+    full_num, full_idx = _lists(tiles, lambda t: t == FULL)
+    bits = table.bits
+    if sys.byteorder != "little":  # pragma: no cover - every supported platform is little-endian
+        bits = bits.byteswap()
+    words = np.ascontiguousarray(bits).view(np.int32).reshape(
+        bits.shape[0], table.block_q, 2 * table.words)
+    return PlanTables(table.q_len, table.kv_len, table.block_q, table.block_kv, partial_num,
+                      partial_idx, full_num, full_idx, tiles, words, int(kept_pairs),
+                      float(build_seconds), starts, ends, table)
 
 
 def tables_from_arrays(arrays: dict, kept_pairs: int = -1, build_seconds: float = 0.0,
                        rows=None) -> PlanTables:
     """PlanTables from the dict TilePlan.block_sparse() returns (and, where the rows
     are few intervals, TilePlan.row_intervals()'s (starts, ends))."""
-    q_blocks, kv_blocks = int(arrays["q_blocks"]), int(arrays["kv_blocks"])
-    partial_num, partial_idx, partial_rows = _padded_lists(
-        arrays["partial_offsets"], arrays["partial_indices"], q_blocks, kv_blocks)
-    full_num, full_idx, full_rows = _padded_lists(
-        arrays["full_offsets"], arrays["full_indices"], q_blocks, kv_blocks)
-    tiles = np.zeros((q_blocks, kv_blocks), dtype=np.int32)
-    if full_rows is not None:
-        tiles[full_rows, arrays["full_indices"]] = FULL
-    if partial_rows is not None:
-        tiles[partial_rows, arrays["partial_indices"]] = PARTIAL_BASE + arrays["partial_ids"]
-    bits = arrays["bits"]
-    if sys.byteorder != "little":  # pragma: no cover - every supported platform is little-endian
-        bits = bits.byteswap()
-    words = np.ascontiguousarray(bits).view(np.int32).reshape(
-        bits.shape[0], int(arrays["block_q"]), 2 * int(arrays["words_per_row"]))
     starts, ends = (None, None) if rows is None else rows
-    return PlanTables(int(arrays["q_len"]), int(arrays["kv_len"]), int(arrays["block_q"]),
-                      int(arrays["block_kv"]), partial_num, partial_idx, full_num, full_idx,
-                      tiles, words, int(kept_pairs), float(build_seconds), starts, ends)
+    return flex_view(TileTable.from_block_sparse(arrays), kept_pairs, build_seconds, starts, ends)
 
 
 def empty_tables(q_len: int, kv_len: int, block_q: int, block_kv: int) -> PlanTables:
     """A plan that keeps no pair (a head that another call of the layer runs)."""
-    q_blocks, kv_blocks = -(-q_len // block_q), -(-kv_len // block_kv)
-    zeros = np.zeros((q_blocks, kv_blocks), dtype=np.int32)
-    counts = np.zeros(q_blocks, dtype=np.int32)
-    words = np.zeros((0, block_q, 2 * -(-block_kv // 64)), dtype=np.int32)
     no_rows = np.zeros((ROW_INTERVALS, q_len), dtype=np.int32)
-    return PlanTables(q_len, kv_len, block_q, block_kv, counts, zeros, counts, zeros, zeros,
-                      words, 0, 0.0, no_rows, no_rows)
+    return flex_view(TileTable.empty(q_len, kv_len, block_q, block_kv), 0, 0.0, no_rows, no_rows)
 
 
 _CACHE: OrderedDict = OrderedDict()
@@ -144,3 +130,49 @@ def plan_tables(mask, q_len: int, kv_len: int, block_q: int, block_kv: int,
 
 def clear_cache() -> None:
     _CACHE.clear()
+
+
+def _lists(tiles: np.ndarray, kind):
+    """(counts int32 [q_blocks], indices int32 [q_blocks, kv_blocks]) of the tiles where
+    kind(tiles) holds, ascending, padded with zeros (as _padded_lists gives them)."""
+    chosen = kind(tiles)
+    counts = chosen.sum(axis=1).astype(np.int32)
+    # Stable sort puts each row's chosen columns first, in ascending order.
+    order = np.argsort(~chosen, axis=1, kind="stable").astype(np.int32)
+    padded = np.where(np.arange(tiles.shape[1])[None, :] < counts[:, None], order, 0)
+    return counts, padded.astype(np.int32)
+
+
+def _joined_rows(band: PlanTables, segment: PlanTables, offset: int):
+    """Row intervals of the joined plan (segment intervals moved by `offset`), or (None,
+    None) when a row would keep more than ROW_INTERVALS runs."""
+    if band.row_starts is None or segment.row_starts is None:
+        return None, None
+    used = segment.row_ends > segment.row_starts
+    starts = np.concatenate([band.row_starts, np.where(used, segment.row_starts + offset, 0)])
+    ends = np.concatenate([band.row_ends, np.where(used, segment.row_ends + offset, 0)])
+    nonempty = ends > starts
+    if nonempty.sum(axis=0).max(initial=0) > ROW_INTERVALS:
+        return None, None
+    first = np.argsort(~nonempty, axis=0, kind="stable")[:ROW_INTERVALS]
+    pick = lambda a: np.take_along_axis(a, first, axis=0).astype(np.int32)  # noqa: E731
+    return pick(starts), pick(ends)
+
+
+def joined_tables(band: PlanTables, segment: PlanTables) -> PlanTables:
+    """One plan over the keys [band's keys, padding to a whole kv block, segment's keys]:
+    a separate key segment (the first-frame sink of token-major heads) kept as tiles of
+    the band's own plan, so one kernel call runs both instead of two merged through
+    their LSEs. Same pairs as the two calls (a key in both counts twice, as the merge
+    counted it). The padding keys are kept by no tile: a ragged last band block that the
+    band's plan marks full becomes partial, its bits limited to the real keys."""
+    if (band.q_len, band.block_q, band.block_kv) != (segment.q_len, segment.block_q,
+                                                     segment.block_kv):
+        raise ValueError("segment: expected the band's query length and blocks, got "
+                         f"{(segment.q_len, segment.block_q, segment.block_kv)} against "
+                         f"{(band.q_len, band.block_q, band.block_kv)}")
+    offset = band.kv_blocks * band.block_kv
+    table = TileTable.concat([band.table.padded(q=False), segment.table])
+    starts, ends = _joined_rows(band, segment, offset)
+    return flex_view(table, band.kept_pairs + segment.kept_pairs,
+                     band.build_seconds + segment.build_seconds, starts, ends)

@@ -128,8 +128,19 @@ def call_report(report, heads_of, seconds, routed, candidates, granularity):
         return rows
 
     if not routed:
-        report["heads"] = heads()
+        rows = heads()
         for name in ("permute_seconds", "cluster_seconds", "plan_seconds"):
-            report[name] = sum(h[name] for h in report["heads"])
-        return report
+            report[name] = sum(h[name] for h in rows)
+        if not any(_on_device(value) for h in rows for value in h.values()):
+            report["heads"] = rows
+            return report
+        # svg2's densities and compensation flags stay on the device until the
+        # report is read (.item(): a float, or a bool for a flag).
+        return LazyReport(report, lambda: [{key: value.item() if _on_device(value) else value
+                                            for key, value in h.items()} for h in rows])
     return LazyReport(report, heads)
+
+
+def _on_device(value) -> bool:
+    """A tensor (a 0-d device value; this module imports no torch)."""
+    return type(value).__name__ == "Tensor" or hasattr(value, "untyped_storage")

@@ -1,4 +1,4 @@
-"""Splash's forward MaskInfo from tilesplash tile sets, with no loop over blocks.
+"""Splash's forward MaskInfo from tilesplash TileTables, with no loop over blocks.
 
 Splash's process_mask walks every block of every distinct mask in Python and
 evaluates the mask on it. The same information is already in a tilesplash
@@ -25,14 +25,29 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._tiles import PARTIAL, TileSet, unpack_rows
+from .._tile_tables import FULL, PARTIAL_BASE, TileTable, unpack_rows
+
+SPLASH_PARTIAL, SPLASH_FULL = 1, 2
+"""Splash's own block kinds (0 empty): the tile table's codes read at Splash's edge."""
 
 
-def build_mask_info(heads: list[TileSet], mask_info_type):
-    """MaskInfo (the given NamedTuple type) of per-head tile sets; heads that
+def _splash_kinds(tiles: TileTable) -> np.ndarray:
+    """uint8 [tiles]: each tile's Splash block kind."""
+    return np.where(tiles.codes == FULL, SPLASH_FULL, SPLASH_PARTIAL).astype(np.uint8)
+
+
+def _splash_matrix(tiles: TileTable) -> np.ndarray:
+    """uint8 [q_blocks, kv_blocks]: Splash's block kinds, 0 where no tile is kept."""
+    out = np.zeros((tiles.q_blocks, tiles.kv_blocks), np.uint8)
+    out[tiles.rows, tiles.cols] = _splash_kinds(tiles)
+    return out
+
+
+def build_mask_info(heads: list[TileTable], mask_info_type):
+    """MaskInfo (the given NamedTuple type) of per-head tile tables; heads that
     are equal (signature()) share one distinct mask, as in process_mask."""
     distinct: dict[tuple, int] = {}
-    unique: list[TileSet] = []
+    unique: list[TileTable] = []
     head_to_unique = []
     for tiles in heads:
         key = tiles.signature()
@@ -67,10 +82,10 @@ def build_mask_info(heads: list[TileSet], mask_info_type):
     return info
 
 
-def _number_partial_tiles(unique: list[TileSet]):
+def _number_partial_tiles(unique: list[TileTable]):
     """Per distinct mask, the final partial-block id of each tile (-1 for full
     tiles), and the distinct bit patterns in first-use order."""
-    tables = [t.table for t in unique]
+    tables = [t.bits for t in unique]
     offsets = np.cumsum([0] + [len(t) for t in tables])
     everything = np.concatenate(tables) if offsets[-1] else np.zeros((0, 1, 1), np.uint64)
     if offsets[-1] == 0:
@@ -98,7 +113,7 @@ def _next_at_or_after(flat_positions: np.ndarray, size: int) -> np.ndarray:
     return np.searchsorted(flat_positions, np.arange(size, dtype=np.int64), side="left")
 
 
-def _shrunk(tiles: TileSet, ids: np.ndarray, has_partial: bool):
+def _shrunk(tiles: TileTable, ids: np.ndarray, has_partial: bool):
     """One distinct mask: the non-empty tiles of each row, left-aligned."""
     q_blocks, kv_blocks = tiles.q_blocks, tiles.kv_blocks
     counts = np.bincount(tiles.rows, minlength=q_blocks)
@@ -109,14 +124,14 @@ def _shrunk(tiles: TileSet, ids: np.ndarray, has_partial: bool):
     slot = np.arange(len(tiles.rows)) - starts[tiles.rows]
     block_mask = np.zeros((1, q_blocks, width), np.int32)
     data_next = np.zeros((1, q_blocks, width), np.int32)
-    block_mask[0, tiles.rows, slot] = tiles.kinds
+    block_mask[0, tiles.rows, slot] = _splash_kinds(tiles)
     data_next[0, tiles.rows, slot] = tiles.cols
     mask_next = None
     if has_partial:
         # A full tile carries the id of the next partial tile at or after it
         # (row-major), wrapping to the first one; a partial tile its own.
         flat = tiles.rows * kv_blocks + tiles.cols
-        partial = tiles.kinds == PARTIAL
+        partial = tiles.codes >= PARTIAL_BASE
         partial_flat, partial_ids = flat[partial], ids[partial]
         nxt = np.searchsorted(partial_flat, flat, side="left") % len(partial_flat)
         mask_next = np.zeros((1, q_blocks, width), np.int32)
@@ -124,7 +139,7 @@ def _shrunk(tiles: TileSet, ids: np.ndarray, has_partial: bool):
     return block_mask, data_next, mask_next
 
 
-def _per_head(unique: list[TileSet], final_ids: list[np.ndarray], head_to_unique: np.ndarray,
+def _per_head(unique: list[TileTable], final_ids: list[np.ndarray], head_to_unique: np.ndarray,
               has_partial: bool):
     """Several distinct masks: every (head, row, column), empty blocks pointing
     at the next non-empty one in (head, row, column) order."""
@@ -139,7 +154,7 @@ def _per_head(unique: list[TileSet], final_ids: list[np.ndarray], head_to_unique
         nxt = _next_at_or_after(flat, size)
         data = np.where(nxt < len(flat), tiles.cols[np.minimum(nxt, len(flat) - 1)], -1) \
             if len(flat) else np.full(size, -1, np.int64)
-        partial = tiles.kinds == PARTIAL
+        partial = tiles.codes >= PARTIAL_BASE
         pflat, pids = flat[partial], ids[partial]
         if len(pflat):
             pnxt = _next_at_or_after(pflat, size)
@@ -161,7 +176,7 @@ def _per_head(unique: list[TileSet], final_ids: list[np.ndarray], head_to_unique
         return [0 if v is None else v for v in out]
 
     carry_data, carry_mask = carried(2), carried(3)
-    block_mask = np.stack([unique[u].kinds_matrix() for u in head_to_unique]).astype(np.int32)
+    block_mask = np.stack([_splash_matrix(unique[u]) for u in head_to_unique]).astype(np.int32)
     data_next = np.empty((heads, q_blocks, kv_blocks), np.int32)
     mask_next = np.empty((heads, q_blocks, kv_blocks), np.int32) if has_partial else None
     for h, u in enumerate(head_to_unique):
@@ -184,7 +199,7 @@ def _downcast(array: np.ndarray) -> np.ndarray:
     return array.astype(np.int32)
 
 
-def build_stacked_info(candidates: list[TileSet]):
+def build_stacked_info(candidates: list[TileTable]):
     """Shrunk grids of several masks stacked for per-head selection: block_mask,
     data_next, mask_next [masks, q_blocks, width] (width: the widest row of any
     of them; shorter rows repeat their last entry with kind 0, so the kernel

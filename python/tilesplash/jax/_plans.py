@@ -1,4 +1,4 @@
-"""tilesplash masks to TileSets: a plan of the mask as given, on its own token order."""
+"""tilesplash masks to TileTables: a plan of the mask as given, on its own token order."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from functools import lru_cache
 from .._attention import plan
 from .._mask import Mask, as_mask
 from .._checks import check_int
-from ._tiles import TileSet
+from .._tile_tables import TileTable
 
 
 def check_masks(masks) -> tuple[tuple[Mask, ...], bool]:
@@ -26,8 +26,9 @@ def check_lengths(q_len, kv_len, block_q, block_kv):
 
 
 @lru_cache(maxsize=256)
-def mask_tiles(mask: Mask, q_len: int, kv_len: int, block_q: int, block_kv: int) -> TileSet:
+def mask_tiles(mask: Mask, q_len: int, kv_len: int, block_q: int, block_kv: int) -> TileTable:
     """The tiles of `mask` exactly as given (a temporal or sta mask on the
-    original order, not the order tilesplash's own front door runs it in)."""
+    original order, not the order tilesplash's own front door runs it in), zero-padded
+    to whole blocks on both edges, as Splash reads them."""
     export = plan(mask, q_len, kv_len, block_q, block_kv, original_order=True).block_sparse()
-    return TileSet.from_block_sparse(export)
+    return TileTable.from_block_sparse(export).padded()

@@ -34,11 +34,11 @@ from .._mask import Mask
 from .._methods import DEFAULT_METHOD, method_flag
 from .._checks import check_bool, check_int
 from .._video import VideoAttention
+from .._tile_tables import TileTable
 from ._kernel import check_kernel_blocks, kernel_output, make_kernel, scaled, splash_attention
 from ._mask_info import build_stacked_info
 from ._plans import mask_tiles
 from ._route import Router, Routing, device_of
-from ._tiles import TileSet
 
 
 class VideoSplashAttention:
@@ -179,17 +179,17 @@ class VideoSplashAttention:
             orders.append(np.arange(n) if run["order"] is None else run["order"])
             if segment_blocks:
                 if extra is None:
-                    segment = _empty_tiles(main.q_blocks, segment_blocks, bq, bkv)
+                    segment = TileTable.empty(main.q_len, segment_blocks * bkv, bq, bkv)
                     keys = np.zeros(segment_len, np.int64)  # never kept
                 else:
                     # A shorter segment keeps nothing past its keys (zero bits, empty tiles).
                     segment = dataclasses.replace(
                         mask_tiles(extra["mask"], n, extra["count"], bq, bkv),
-                        kv_blocks=segment_blocks)
+                        kv_len=segment_blocks * bkv)
                     keys = extra["first"] + extra["stride"] * np.arange(segment_len)
                     keys[extra["count"]:] = extra["first"]
                 segment_keys.append(keys)
-                main = TileSet.concat([main, segment])
+                main = TileTable.concat([main, segment])
             tiles.append(main)
         block_mask, data_next, mask_next, partial_blocks = build_stacked_info(tiles)
         orders = np.stack(orders).astype(np.int32)
@@ -206,12 +206,6 @@ class VideoSplashAttention:
         static = {"block_q": bq, "block_kv": bkv, "interpret": self.interpret,
                   "main_len": -(-n // bkv) * bkv, "segment_len": segment_blocks * bkv}
         return arrays, static
-
-
-def _empty_tiles(q_blocks, kv_blocks, block_q, block_kv) -> TileSet:
-    empty = np.zeros(0, np.int64)
-    return TileSet(q_blocks, kv_blocks, block_q, block_kv, empty, empty, np.zeros(0, np.uint8),
-                   empty, np.zeros((0, block_q, -(-block_kv // 64)), np.uint64))
 
 
 @partial(jax.jit, static_argnames=("scale", "block_q", "block_kv", "interpret", "main_len",

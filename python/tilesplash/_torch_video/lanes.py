@@ -1,11 +1,13 @@
-"""A routed layer's FlexAttention calls, driven by choices that stay on the device.
+"""A routed layer's kernel calls, driven by choices that stay on the device.
 
 The router's choice per head is a device tensor (_torch_video.route); the
 host never learns it during the call. So the calls a layer makes are fixed by
 its candidates, not by its choices: one "lane" per distinct row order among
 the candidates (the original order; token-major for temporal heads, with the
 first-frame sink's key segment; tile-major for sta), each lane one
-FlexAttention call over every head. A lane's tables stack an empty plan and
+FlexAttention call over every head (a key segment such as the sink is kept
+as tiles of the same plan, on keys gathered after the band's: joined_tables).
+A lane's tables stack an empty plan and
 the plan of each of its candidates (built once per shape and cached); a
 call's BlockMask picks each head's plan by a device gather of `slot[choice]`,
 so a head whose choice lies in another lane visits no tile of this one
@@ -17,42 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from torch.nn.attention.flex_attention import BlockMask
 
-from .._lse_merge import merge_lse
-from .masks import device_tables, stacked_mask_mod
-from .options import FULL_ONLY_TAG, MASK_MOD_TAG, NO_MASK
-
-_COMPUTE_Q_BLOCKS = "compute_q_blocks" in BlockMask.from_kv_blocks.__code__.co_varnames
-_LISTS = ("partial_num", "partial_idx", "full_num", "full_idx")
-
-
-class LaneTables:
-    """The stacked tables of one lane's call (one key length): slot 0 keeps nothing,
-    slot 1 + i the plan of the lane's i-th mask; built once, on one device."""
-
-    def __init__(self, masks, q_len, kv_len, block, device):
-        plans = [device_tables(None, q_len, kv_len, *block, (0, 0, 0, 0), device)]
-        plans += [device_tables(m, q_len, kv_len, *block, (0, 0, 0, 0), device) for m in masks]
-        self.q_len, self.kv_len, self.block = q_len, kv_len, block
-        self.lists = {name: torch.stack([getattr(p, name) for p in plans]) for name in _LISTS}
-        self.mask_mod, self.kind = stacked_mask_mod(plans, *block, q_len, device)
-        self.full_only = all(not p.host.partial_num.any() for p in plans)
-
-    def block_mask(self, slots, grad: bool) -> BlockMask:
-        """The BlockMask of heads running plans `slots` (int64 [H] on the device).
-        grad: also the q-block lists FlexAttention's backward reads."""
-        lists = [self.lists[name][slots][None] for name in _LISTS]
-        extra = {"compute_q_blocks": grad} if _COMPUTE_Q_BLOCKS else {}
-        size = dict(BLOCK_SIZE=self.block, seq_lengths=(self.q_len, self.kv_len), **extra)
-        block_mask = BlockMask.from_kv_blocks(*lists, mask_mod=self.mask_mod(slots), **size)
-        setattr(block_mask, MASK_MOD_TAG, self.kind)
-        if self.full_only:  # compiled calls run no mask_mod (masks.py)
-            twin = BlockMask.from_kv_blocks(*lists, mask_mod=None, **size)
-            setattr(twin, MASK_MOD_TAG, NO_MASK)
-            setattr(block_mask, FULL_ONLY_TAG, twin)
-        return block_mask
-
+from .._flex.masks import device_tables, joined_device_tables, joined_kv_len
+from .._flex.stacked import LaneTables
 
 class Lane:
     """One row order's call: its candidates (indices into the layer's candidates),
@@ -60,7 +29,9 @@ class Lane:
 
     def __init__(self, order, inverse, extra, members):
         """order: None, or (q order, kv order) int64 device tensors; inverse: the run
-        position of each original row; extra: None, or (segment keys in run order, count)."""
+        position of each original row; extra: None, or (segment keys in run order, count).
+        With a segment the call's keys are kv order's, padded to a whole kv block, then
+        the segment's (one gather: self.keys)."""
         self.order, self.inverse, self.extra = order, inverse, extra
         self.members = members  # [(candidate index, band mask, segment mask or None)]
         self._tables: dict = {}
@@ -72,13 +43,28 @@ class Lane:
             slots[c] = 1 + i
         return torch.as_tensor(slots, device=device)
 
-    def tables(self, which, kv_len, n, block, device):
-        """The LaneTables of the band ("band") or the key segment ("segment") call."""
-        key = (which, str(device))
+    def tables(self, n, block, device):
+        """The LaneTables of the lane's call: each member's band joined with its key
+        segment, if the lane has one, and the original-order index of every key of the
+        call (None: kv order itself)."""
+        key = str(device)
         found = self._tables.get(key)
         if found is None:
-            masks = [m[1] if which == "band" else m[2] for m in self.members]
-            found = self._tables[key] = LaneTables(masks, n, kv_len, block, device)
+            if self.extra is None:
+                plans = [device_tables(m[1], n, n, *block, (0, 0, 0, 0), device)
+                         for m in self.members]
+                found = (LaneTables(plans, n, n, block, device), None)
+            else:
+                segment_keys, count = self.extra
+                total = joined_kv_len(n, count, block[1])
+                plans = [joined_device_tables(m[1], m[2], n, n, count, *block, device)
+                         for m in self.members]
+                # Padding keys (never kept) repeat key 0: any real row serves.
+                kv_order = self.order[1]
+                keys = torch.cat([kv_order, kv_order.new_zeros(total - n - count),
+                                  kv_order.index_select(0, segment_keys)])
+                found = (LaneTables(plans, n, total, block, device), keys)
+            self._tables[key] = found
         return found
 
 
@@ -95,21 +81,14 @@ def run_lane(runner, lane, slot_of_head, q, k, v, need_lse):
     """One lane over every head of one batch entry ([1, H, N, d]): (out, lse) in the
     original row order; heads outside the lane give 0 and -inf."""
     n, grad = runner.tokens, torch.is_grad_enabled() and q.requires_grad
-    device = q.device
+    tables, keys = lane.tables(n, runner.block, q.device)
     if lane.order is not None:
         q_order, kv_order = lane.order
-        q, k, v = _gather(q, q_order), _gather(k, kv_order), _gather(v, kv_order)
-    band = lane.tables("band", n, n, runner.block, device)
+        kv_index = kv_order if keys is None else keys
+        q, k, v = _gather(q, q_order), _gather(k, kv_index), _gather(v, kv_index)
     first = lane.members[0][1]  # tuned options: the lane's first mask's family and shape
-    o, l = runner.call(q, k, v, band.block_mask(slot_of_head, grad), n,
-                       need_lse or lane.extra is not None, first)
-    if lane.extra is not None:
-        keys, count = lane.extra
-        segment = lane.tables("segment", count, n, runner.block, device)
-        o2, l2 = runner.call(q, _gather(k, keys), _gather(v, keys),
-                             segment.block_mask(slot_of_head, grad), count, True, first)
-        o, l = merge_lse([o, o2], [l, l2])
-        o = o.to(q.dtype)
+    o, l = runner.call(q, k, v, tables.block_mask(slot_of_head, grad), tables.kv_len,
+                       need_lse, first)
     if lane.order is not None:
         o = o.index_select(2, lane.inverse)
         l = None if l is None else l.index_select(2, lane.inverse)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .tables import plan_tables
+from .._flex.tables import plan_tables
 
 _BLOCK = 128  # any block: row intervals do not depend on the tiles
 

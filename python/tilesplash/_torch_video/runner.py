@@ -1,28 +1,23 @@
-"""VideoAttention(..., backend="flex"): routed video attention through FlexAttention.
+"""VideoAttention(..., backend="flex"): the torch video runner (routing, plans, calls).
 
-The native router's decisions (on the device: _torch_video/route.py), then every head of a batch entry
-runs in a few FlexAttention calls, one per group of heads that share a row
-order:
+The native router's decisions (on the device: route.py), then every head of a
+batch entry runs in a few kernel calls (kernels/), one per group of heads that
+share a row order and a mask_mod need (a plan with more than ROW_INTERVALS runs
+of keys in a row needs the table mask_mod; only its heads get it):
 
 - heads in the original order (dense, spatial, radial, ...) run their
-  candidate's whole mask, sink included, in one call with a per-head
-  BlockMask ([1, H, ...], heads with the same mask share one plan);
-- heads whose candidate runs in another order (temporal in token-major,
-  sta in tile-major) have their Q, K, V rows gathered into that order with
-  device indexing, run the candidate's run-order mask (the band plan the
-  spatial heads' plan is cut from), run the separate key segment (Wan's
-  first-frame sink, every F-th key in token-major order) as a second call,
-  merge the two through their LSEs and scatter the rows back;
+  candidate's whole mask, sink included, in one call with a per-head BlockMask;
+- heads whose candidate runs in another order (temporal in token-major, sta in
+  tile-major) have their Q, K, V rows gathered into that order on the device
+  and run its run-order mask with the key segment (Wan's first-frame sink,
+  every F-th key in token-major order) gathered after the band's keys and kept
+  as tiles of the same plan (one call, no LSE merge: tables.joined_tables);
 - svg2 heads run their own clusters (clusters.py).
 
-granularity="tile" rounds every mask a head runs out to whole tiles of the
-BlockMask's blocks (block_q x block_kv) in its run order, so the BlockMasks
-have full tiles only and the compiled kernel runs no mask_mod (masks.py).
-
-strategy="per_head" runs every routed head in the original order instead
-(temporal and sta masks planned where they are scattered): no gathers, but
-many more partial tiles; docs/gpu.md gives the CPU measurement behind the
-default, "permute".
+granularity="tile" rounds every mask out to whole tiles of the BlockMask's
+blocks in its run order: full tiles only, no mask_mod in a compiled kernel.
+tilesplash.flex.configure(strategy="per_head") runs every routed head in the
+original order instead (no gathers, many more partial tiles; docs/gpu.md).
 """
 
 from __future__ import annotations
@@ -37,19 +32,19 @@ from .. import _core
 from .._mask import Mask, core_mask
 from .._methods import cluster_choice, method_flag
 from .._layouts import from_bhnd, lse_to_layout, to_bhnd
-from .._lse_merge import merge_lse
-from .attention import check_device, check_finite
-from .kernels import KernelRefused, choose as choose_kernel
-from .masks import block_mask_for
-from .._torch_video.report import call_report, head_report
-from .._torch_video.compensation import CompensatedHeads, sampled_terms
-from .._torch_video.route import decide, sampled_scores
-from .routed import RoutedLayer
+from .._flex.attention import check_device, check_finite
+from .kernels import KernelRefused, choose as choose_kernel, sdpa
+from .._flex.masks import block_mask_for, joined_block_mask, joined_kv_len
+from .report import call_report, head_report
+from .route import decide, sampled_scores
+from .lanes import RoutedLayer
+from .compensation import CompensatedHeads, sampled_terms
 from .row_rules import RowRules
+from .._flex.settings import current as flex_settings
+from .._flex.tables import joined_tables, plan_tables
 from .tile_counts import TileCounts
-from .tuning import kernel_options_for
+from .._flex.tuning import kernel_options_for
 
-STRATEGIES = ("permute", "per_head")
 GRANULARITIES = ("token", "tile")
 
 
@@ -65,11 +60,8 @@ class FlexVideo(TileCounts, CompensatedHeads):
     """The flex execution of one tilesplash.VideoAttention (its owner)."""
 
     def __init__(self, owner, *, dense_layers, dense_steps, force, density_budget, scale,
-                 block_q, block_kv, strategy="permute", compile=None, error=None,
-                 granularity="token", compensate=False):
+                 block_q, block_kv, error=None, granularity="token", compensate=False):
         self.compensate = compensate  # skipped tiles added (CompensatedHeads)
-        if strategy not in STRATEGIES:
-            raise ValueError(f"strategy: expected 'permute' or 'per_head', got {strategy!r}")
         if granularity not in GRANULARITIES:
             raise ValueError(f"granularity: expected 'token' or 'tile', got {granularity!r}")
         if granularity == "tile" and method_flag(owner.method, "data_driven"):
@@ -82,7 +74,6 @@ class FlexVideo(TileCounts, CompensatedHeads):
         self.force, self.density_budget, self.scale = force, density_budget, scale
         self.error = error
         self.block = (block_q or 128, block_kv or 128)
-        self.strategy, self.compile = strategy, compile
         self.tokens = owner.geometry.tokens
         self.candidates = owner.candidates
         self.runs = {name: owner.candidate_run(name) for name, _ in self.candidates}
@@ -93,11 +84,22 @@ class FlexVideo(TileCounts, CompensatedHeads):
         self._row_rules: dict = {}  # device -> RowRules, or None: host row masks
         self.kernels_used: dict = {}  # kernel name -> {kernel passed over: why}, this call
         self._visited_cache: dict = {}
+        self._table_needs: dict = {}  # candidate name -> its plan needs the table mask_mod
         self.clusters = None
         if method_flag(owner.method, "data_driven"):
             from .clusters import DeviceClusters
 
             self.clusters = DeviceClusters(owner.geometry, owner.cluster_options)
+
+    @property
+    def strategy(self) -> str:
+        """tilesplash.flex.configure's strategy, read at every call."""
+        return flex_settings()["strategy"]
+
+    @property
+    def compile(self):
+        """tilesplash.flex.configure's compile, read at every call."""
+        return flex_settings()["compile"]
 
     # -- routing -----------------------------------------------------------------------------
 
@@ -180,24 +182,44 @@ class FlexVideo(TileCounts, CompensatedHeads):
         return self.call(q, k, v, bm, kv_len, need_lse, first)
 
     def group_of_candidates(self, choices):
-        """{group key: [heads]}: ("original",) or ("order", name-of-order, extra) or ("svg2",)."""
+        """{group key: [heads]}: ("original",) or ("order", name-of-order, extra) or
+        ("svg2",), with "table" appended for the heads whose mask needs the table
+        mask_mod (more than ROW_INTERVALS runs of keys in a row): those heads, and only
+        those, run in their own call with it; every other head keeps the per-row rule."""
         groups: dict = {}
         for h, choice in enumerate(choices):
-            if choice == cluster_choice():
-                key = ("svg2",)
-            elif choice == "dense" or self.strategy == "per_head":
-                key = ("original",)
-            else:
-                run = self.runs[choice]
-                if run["order"] is None and run["kv_order"] is None:
-                    key = ("original",)
-                else:
-                    extra = run["extra"]
-                    key = ("order", run["order_name"],
-                           None if extra is None else (extra["first"], extra["count"],
-                                                       extra["stride"]))
+            key = self._order_key(choice)
+            if key[0] != "svg2" and choice != "dense" and self._needs_table(choice, key):
+                key = key + ("table",)
             groups.setdefault(key, []).append(h)
         return groups
+
+    def _needs_table(self, name, key) -> bool:
+        """Whether candidate `name`'s plan (its segment's joined, if any) has a row of more
+        than ROW_INTERVALS runs of keys; once per candidate (key padding only shortens
+        rows, so the unpadded plan decides)."""
+        found = self._table_needs.get((name, key))
+        if found is None:
+            n, block = self.tokens, self.block
+            calls = self.group_calls(key, [0], [name])
+            tables = plan_tables(calls[0][0][0], n, n, *block)
+            if len(calls) > 1:
+                tables = joined_tables(tables, plan_tables(calls[1][0][0], n, calls[1][1], *block))
+            found = self._table_needs[(name, key)] = tables.row_starts is None
+        return found
+
+    def _order_key(self, choice):
+        """The row order a head with this choice runs in (group_of_candidates' key)."""
+        if choice == cluster_choice():
+            return ("svg2",)
+        if choice == "dense" or self.strategy == "per_head":
+            return ("original",)
+        run = self.runs[choice]
+        if run["order"] is None and run["kv_order"] is None:
+            return ("original",)
+        extra = run["extra"]
+        return ("order", run["order_name"],
+                None if extra is None else (extra["first"], extra["count"], extra["stride"]))
 
     def _padded_in_place(self, name, key_limit) -> None:
         """The candidate's key order must leave keys [key_limit, tokens) where they are
@@ -215,11 +237,12 @@ class FlexVideo(TileCounts, CompensatedHeads):
                              f"text in place can drop it)")
 
     def group_calls(self, key, group, choices, key_limit=None):
-        """The FlexAttention calls of one group of heads (a key of _groups but svg2's):
-        [(masks, kv_len)], one mask per head of the batch entry (None for the heads of
-        other groups), the first call over every key in the group's row order, a second
-        (a candidate with a separate key segment, e.g. the first-frame sink of
-        token-major heads) over the segment's keys, merged through the LSEs.
+        """The masks of one group of heads (a key of _groups but svg2's): [(masks,
+        kv_len)], one mask per head of the batch entry (None for the heads of other
+        groups), the first over every key in the group's row order, a second (a
+        candidate with a separate key segment, e.g. the first-frame sink of token-major
+        heads) over the segment's keys. The two run as one kernel call, the segment's
+        plan joined after the band's (masks.joined_block_mask).
 
         key_limit: keys [key_limit, tokens) are padding; every mask is ANDed with the
         real keys (Mask.key_range), so their tiles drop out of the plan and a tile across
@@ -280,9 +303,19 @@ class FlexVideo(TileCounts, CompensatedHeads):
         """The BlockMasks one batch entry with these per-head choices runs on (svg2's,
         built from the data, aside), in call order: what a layer of the flex backend
         builds (bench/flex_plans.py times it)."""
-        return [block_mask_for(list(masks), self.tokens, kv_len, *self.block, torch.device(device))
-                for key, group in self.group_of_candidates(choices).items() if key[0] != "svg2"
-                for masks, kv_len in self.group_calls(key, group, choices, key_limit)]
+        found = []
+        for key, group in self.group_of_candidates(choices).items():
+            if key[0] == "svg2":
+                continue
+            calls = self.group_calls(key, group, choices, key_limit)
+            if len(calls) == 1:
+                found.append(block_mask_for(list(calls[0][0]), self.tokens, self.tokens,
+                                            *self.block, torch.device(device)))
+            else:  # the key segment joined to the band (one call)
+                (bands, n), (segments, count) = calls
+                found.append(joined_block_mask(bands, segments, n, n, count, *self.block,
+                                               torch.device(device)))
+        return found
 
     def run_batch_entry(self, qb, kb, vb, choices, need_lse, info, key_limit=None, layer=0):
         """Every head of one batch entry ([1, H, N, d] views) under its choice, keys
@@ -342,18 +375,23 @@ class FlexVideo(TileCounts, CompensatedHeads):
         permute = time.perf_counter() - start
         extra = self.runs[name]["extra"]
         masks, _ = calls[0]
-        o, l = self._flex(qr, kr, vr, masks, n, need_lse or extra is not None)
+        if extra is None:
+            o, l = self._flex(qr, kr, vr, masks, n, need_lse)
+        else:  # the key segment as tiles of the same plan: keys [band, padding, segment]
+            segments, count = calls[1]
+            total = joined_kv_len(n, count, self.block[1])
+            keys = torch.cat([torch.zeros(total - n - count, dtype=torch.int64, device=q.device),
+                              torch.arange(count, device=q.device) * extra["stride"]
+                              + extra["first"]])
+            kj, vj = (torch.cat([x, x.index_select(2, keys)], dim=2) for x in (kr, vr))
+            bm = joined_block_mask(masks, segments, n, n, count, *self.block, q.device)
+            first = next(m for m in masks if m is not None)
+            o, l = self.call(qr, kj, vj, bm, total, need_lse, first)
         for h in group:
             info[h]["tiles_visited"] = self._visited(masks[h], n, n) / (n * n)
-        if extra is not None:
-            keys = torch.arange(extra["count"], device=q.device) * extra["stride"] + extra["first"]
-            ks, vs = kr.index_select(2, keys), vr.index_select(2, keys)
-            masks, count = calls[1]
-            o2, l2 = self._flex(qr, ks, vs, masks, count, True)
-            o, l = merge_lse([o, o2], [l, l2])
-            for h in group:
-                info[h]["tiles_visited"] += self._visited(masks[h], n, count) / (n * n)
-                info[h]["skipped"] = self._segment_skipped(masks[h], count)
+            if extra is not None:
+                info[h]["tiles_visited"] += self._visited(segments[h], n, count) / (n * n)
+                info[h]["skipped"] = self._segment_skipped(segments[h], count)
         start = time.perf_counter()
         out = torch.empty_like(o, dtype=q.dtype).index_copy_(2, q_order, o.to(q.dtype))
         lse = torch.empty_like(l).index_copy_(2, q_order, l) if need_lse else None
@@ -457,7 +495,7 @@ class FlexVideo(TileCounts, CompensatedHeads):
         return result, lse_to_layout(lse, layout), report
 
     def _routed_layer(self, key_limit, device) -> RoutedLayer:
-        key = (key_limit, str(device))
+        key = (key_limit, str(device), self.strategy)
         found = self._routed_layers.get(key)
         if found is None:
             found = self._routed_layers[key] = RoutedLayer(self, key_limit, device)
@@ -466,11 +504,7 @@ class FlexVideo(TileCounts, CompensatedHeads):
     def _dense_sdpa(self, q, k, v, scale, key_limit, info):
         """Every head dense on torch's SDPA ([1, H, N, d]), keys from key_limit on dropped."""
         n = self.tokens
-        keep = None
-        if key_limit is not None:
-            keep = (torch.arange(n, device=q.device) < key_limit)[None]  # [1, N]: every row
         for h in info:
             h["tiles_visited"] = 1.0 if key_limit is None else \
                 self._visited(Mask.key_range(0, key_limit), n, n) / (n * n)
-        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep,
-                                                                scale=scale)
+        return sdpa.dense(q, k, v, scale, key_limit)

@@ -15,8 +15,8 @@ import warnings
 import torch
 from torch.nn.attention.flex_attention import flex_attention
 
-from ..kernel import compiled_flex
-from ..options import FULL_ONLY_TAG
+from ..._flex.kernel import compiled_flex
+from ..._flex.options import FULL_ONLY_TAG
 from .base import Kernel, KernelRefused
 
 OPTIONS = {"BACKEND": "FLASH"}

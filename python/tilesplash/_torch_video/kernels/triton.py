@@ -3,7 +3,7 @@ when refused: options.py), inductor's C++ template or eager on CPUs. Runs every 
 
 from __future__ import annotations
 
-from ..kernel import run_flex
+from ..._flex.kernel import run_flex
 from .base import Kernel
 
 

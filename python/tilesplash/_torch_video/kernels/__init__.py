@@ -1,4 +1,6 @@
-"""The GPU kernels a flex call can run on, behind one small interface (base.Kernel).
+"""The GPU kernels the torch video runner's calls can run on, behind one small
+interface (base.Kernel). Device-neutral: a kernel that is not FlexAttention's (a
+Triton kernel of our own, FlashInfer's BSR) is a file here, not in _flex/.
 
 Every kernel reads the same BlockMask (a tile plan's full and partial block lists
 and its mask_mod) and returns (out, lse); `choose()` takes the first in KERNELS

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import _core
 from .._mask import Mask, core_mask
-from .tables import plan_tables
+from .._flex.tables import plan_tables
 
 
 def visited_pairs(tables) -> float:

@@ -15,17 +15,17 @@ torch ops, batched over the heads of a call:
   centroid moves by 1e-4 (frozen in place, so no host round trip per round);
 - the kept cluster pairs: the native rule (weights |K_b| exp(scale c^Q_a .
   c^K_b), per query cluster the shortest prefix of key clusters by falling
-  weight reaching top-p, at least min_kc_ratio of them, top-p bisected to
-  meet the density);
+  weight reaching top-p, at least min_kc_ratio of them, the top-p whose
+  density is nearest the target read from one sorted cumsum of the density's
+  steps, as the native bisection picks it: _top_p);
 - the run order: Q rows sorted by query cluster, K and V rows by key cluster,
   text last; clusters ordered by barycentre sweeps over the kept pairs (the
   native order starts the sweeps from a nearest-neighbour chain through the
   query centroids, a sequential walk; here they start from the cluster
   index). The order decides only which tiles are visited, never the result;
 - the plan in run order, classified in O(1) per tile from a 2-D prefix sum
-  of the kept pairs, and a BlockMask per head whose mask_mod reads the
-  head's cluster ranks and kept table (svg2's partial tiles are too many and
-  too varied for a deduplicated bitmask table).
+  of the kept pairs; FlexAttention's BlockMask of it (its mask_mod reads the
+  head's cluster ranks and kept table) is made in _flex/cluster_masks.py.
 
 Distances and means are float32 sums in another order than the native
 kernel's, so a point almost equidistant from two centroids may land in the
@@ -39,19 +39,12 @@ import time
 
 import numpy as np
 import torch
-from torch.nn.attention.flex_attention import BlockMask
 
 from .. import _core
-from .._torch_video.compensation import compensate_call, key_filter
-from .kernel import run_flex
+from .._flex.cluster_masks import cluster_block_mask
+from .compensation import compensate_call, key_filter
 
-_HAS_Q_BLOCKS = "compute_q_blocks" in BlockMask.from_kv_blocks.__code__.co_varnames
 _CHUNK_ELEMENTS = 1 << 27
-
-
-def _q_blocks() -> dict:
-    """compute_q_blocks where PyTorch has it: the q-block lists serve a backward only."""
-    return {"compute_q_blocks": torch.is_grad_enabled()} if _HAS_Q_BLOCKS else {}
 
 
 def _assign(points, centroids):
@@ -122,18 +115,52 @@ def select_pairs(cq, ck, sizes_q, sizes_k, scale, density, min_kc_ratio, tokens,
         keys = key_sizes.gather(-1, (m - 1).clamp(min=0)[..., None])[..., 0]
         return (2 * t * n - t * t + (sizes_q.double() * keys).sum(-1)) / (n * n)
 
-    lo = torch.zeros(heads, dtype=torch.float64, device=cq.device)
-    hi = torch.ones_like(lo)
-    for _ in range(50):
-        mid = 0.5 * (lo + hi)
-        below = kept_density(mid) < density
-        lo, hi = torch.where(below, mid, lo), torch.where(below, hi, mid)
-    p = torch.where(density - kept_density(lo) <= kept_density(hi) - density, lo, hi)
+    p = _top_p(cumulative, prefix, kept_density, sizes_q, key_sizes, minimum, width,
+               density, n)
     m = prefix(p)
     rank = torch.arange(kc, device=cq.device)
     kept_sorted = rank[None, None, :] < m[..., None]
     kept = torch.zeros((heads, qc, kc), dtype=torch.bool, device=cq.device)
     return kept.scatter_(-1, order, kept_sorted)
+
+
+def _top_p(cumulative, prefix, kept_density, sizes_q, key_sizes, minimum, width, density, n):
+    """[H] top-p whose kept density is nearest `density` (the lower on a tie), as the
+    native rule's bisection of p over [0, 1] picks it, found in one pass: the density
+    is a step function of p that rises only where p passes a cumulative weight, so
+    every step's level is a cumsum of the rises sorted by where they happen, and the
+    two levels around the target are read from it (no loop, no host read).
+
+    Passing cumulative[a, j] moves query cluster a's prefix from clamp(j + 1) to
+    clamp(j + 2) key clusters (clamped to [minimum, width]): the rise is |Q_a| times
+    the keys of the extra cluster."""
+    heads, qc, kc = cumulative.shape
+    j = torch.arange(kc, device=cumulative.device)
+
+    def keys(m):  # [H, qc, kc]: the keys of the first m key clusters of each query cluster
+        m = torch.minimum(torch.maximum(m, minimum[:, None, None]), width[:, None, None])
+        return key_sizes.gather(-1, (m - 1).clamp(min=0))
+
+    before = (j + 1).expand(heads, qc, kc)
+    rise = sizes_q.double()[..., None] * (keys(before + 1) - keys(before)) / (n * n)
+    where_, sorted_at = torch.sort(cumulative.reshape(heads, -1), dim=-1, stable=True)
+    start = kept_density(torch.zeros(heads, dtype=torch.float64, device=cumulative.device))
+    levels = start[:, None] + torch.cumsum(rise.reshape(heads, -1).gather(-1, sorted_at), -1)
+    # A level holds for p in (where_[i], next]: reachable when where_[i] < 1 (p <= 1) and
+    # the last of its tied weights; p = min(next, 1) stands for it.
+    following = torch.cat([where_[:, 1:], torch.full_like(where_[:, :1], 2.0)], dim=-1)
+    valid = (where_ < 1) & (following > where_)
+    levels = torch.cat([start[:, None], levels], dim=-1)
+    valid = torch.cat([torch.ones_like(valid[:, :1]), valid], dim=-1)
+    at = torch.cat([torch.zeros_like(where_[:, :1]), following.clamp(max=1.0)], dim=-1)
+    index = torch.arange(levels.shape[1], device=levels.device).expand_as(levels)
+    last = torch.where(valid, index, -1).amax(-1)
+    lo = torch.where(valid & (levels < density), index, -1).amax(-1).clamp(min=0)
+    hi = torch.where(valid & (levels >= density), index, levels.shape[1]).amin(-1)
+    hi = torch.where(hi == levels.shape[1], last, hi)
+    d_lo, d_hi = levels.gather(-1, lo[:, None])[:, 0], levels.gather(-1, hi[:, None])[:, 0]
+    pick = torch.where(density - d_lo <= d_hi - density, lo, hi)
+    return at.gather(-1, pick[:, None])[:, 0]
 
 
 def cluster_ranks(kept, sizes_q, sizes_k, sweeps=4):
@@ -330,36 +357,25 @@ class DeviceClusters:
             full, partial = drop_padded_keys(full, partial, limit, n, bk)
         partial_num, partial_idx = block_lists(partial)
         full_num, full_idx = block_lists(full)
-        q_rank32, k_rank32 = q_rank.to(torch.int32), k_rank.to(torch.int32)
-        # A tensor, not a constant: a compiled kernel serves every key length.
-        real_keys = torch.tensor(limit, dtype=torch.int32, device=q.device)
-
-        def mask_mod(b, h, q_idx, kv_idx):
-            a, c = q_rank32[h, q_idx], k_rank32[h, kv_idx]
-            pair = compact[h, torch.clamp(a, min=0), torch.clamp(c, min=0)]
-            return ((a < 0) | (c < 0) | (pair != 0)) & (kv_idx < real_keys)
-
-        block_mask = BlockMask.from_kv_blocks(partial_num, partial_idx, full_num, full_idx,
-                                              BLOCK_SIZE=(bq, bk), mask_mod=mask_mod,
-                                              seq_lengths=(n, n), **_q_blocks())
+        block_mask = cluster_block_mask((partial_num, partial_idx, full_num, full_idx), q_rank,
+                                        k_rank, compact, limit, n, (bq, bk))
         planned = time.perf_counter() - start
         start = time.perf_counter()
         gather = lambda x, source: x.gather(  # noqa: E731
             2, source[None, :, :, None].expand(-1, -1, -1, x.shape[3]))
         qr, kr, vr = gather(q, q_source), gather(k, k_source), gather(v, k_source)
         compensate = getattr(video_attention, "compensate", False)
-        out_run, lse_run = run_flex(qr, kr, vr, block_mask, video_attention.scale,
-                                    compile=video_attention.compile,
-                                    return_lse=need_lse or compensate)
+        # Through the runner's kernel interface (kernels/), as every other call.
+        out_run, lse_run = video_attention.call(qr, kr, vr, block_mask, n, need_lse or compensate)
         if compensate:  # in the clusters' run order, padding left out of the means
             out_run, lse_run = compensate_call(qr, kr, vr, out_run, lse_run, block_mask, scale,
                                                key_filter(n, q.device, key_limit))
-            # Whether a head's plan skips a tile with a pooled key: read back with the
-            # report's other figures (_report reads this path's tables already).
+            # Whether a head's plan skips a tile with a pooled key: 0-d device
+            # values, read with the report's densities (report.call_report).
             pooled_tiles = -(-limit // bk)
             skipped = (~(full | partial)[:, :, :pooled_tiles]).flatten(1).any(dim=1)
-            for h, flag in zip(group, skipped.tolist()):
-                info[h]["compensated"] = bool(flag)
+            for h, flag in zip(group, skipped.unbind()):
+                info[h]["compensated"] = flag
         out = torch.empty_like(out_run).scatter_(
             2, q_source[None, :, :, None].expand(-1, -1, -1, out_run.shape[3]), out_run)
         lse = torch.empty_like(lse_run).scatter_(2, q_source[None], lse_run) if need_lse else None
@@ -375,7 +391,8 @@ class DeviceClusters:
         rows = torch.clamp(n - torch.arange(0, n, bq, device=kept.device), max=bq).double()
         cols = torch.clamp(n - torch.arange(0, n, bk, device=kept.device), max=bk).double()
         tiles = (visited.double() * rows[None, :, None] * cols[None, None, :]).sum((1, 2)) / (n * n)
-        for h, dens, frac in zip(group, density.tolist(), tiles.tolist()):
+        # 0-d device tensors: the report reads them when asked (report.call_report).
+        for h, dens, frac in zip(group, density.unbind(), tiles.unbind()):
             info[h].update(density=dens, tiles_visited=frac, cluster_seconds=clustered / len(group),
                            plan_seconds=planned / len(group),
                            permute_seconds=permute / len(group))
