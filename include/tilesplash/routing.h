@@ -322,6 +322,9 @@ class VideoAttention {
   std::int64_t band() const;  // W of the default candidates, from options.band or options.density
   // options.candidates, or the default spatial and temporal pair.
   const std::vector<MaskCandidate>& candidates() const;
+  // The family a head that ran candidates()[index] reports (HeadReport::family),
+  // for a backend that reports its own heads. Throws std::out_of_range.
+  const std::string& candidate_family(std::size_t index) const;
   const std::shared_ptr<ThreadingContext>& context() const;
   // The mask a head with this choice ran, on the original order. Throws
   // std::invalid_argument for a name that is neither dense nor a candidate.

@@ -60,6 +60,7 @@ class LayoutVideoAttention {
   const VideoAttentionOptions& options() const;
   std::int64_t band() const;
   const std::vector<MaskCandidate>& candidates() const;
+  const std::string& candidate_family(std::size_t index) const;  // VideoAttention's
   Mask mask(const HeadMask& choice) const;
   // The query rows the router samples at this layer and step
   // (VideoAttention::sampled_rows).

@@ -172,6 +172,16 @@ class PyVideoAttention {
     return result;
   }
 
+  // name -> (family, rung) of every candidate: what a head that ran it reports.
+  std::vector<std::tuple<std::string, std::string, double>> candidate_families() const {
+    std::vector<std::tuple<std::string, std::string, double>> result;
+    const std::vector<MaskCandidate>& all = attention_.candidates();
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      result.emplace_back(all[i].name, attention_.candidate_family(i), all[i].rung);
+    }
+    return result;
+  }
+
   // How a candidate executes; throws naming the candidates for another name.
   nb::dict candidate_run(const std::string& name) const {
     for (const MaskCandidate& c : attention_.candidates()) {
@@ -287,6 +297,7 @@ void bind_video_attention(nb::module_& m) {
       .def("mask", &PyVideoAttention::mask, "choice"_a)
       .def("head_mask", &PyVideoAttention::head_mask, "head"_a)
       .def("candidate_run", &PyVideoAttention::candidate_run, "name"_a)
+      .def("candidate_families", &PyVideoAttention::candidate_families)
       .def("sampled_rows", &PyVideoAttention::sampled_rows, "layer"_a, "step"_a)
       .def("reset_clusters", &PyVideoAttention::reset_clusters)
       .def("forward", &PyVideoAttention::forward, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "layout"_a,

@@ -83,6 +83,9 @@ std::int64_t LayoutVideoAttention::band() const { return probe_->band(); }
 const std::vector<MaskCandidate>& LayoutVideoAttention::candidates() const {
   return probe_->candidates();
 }
+const std::string& LayoutVideoAttention::candidate_family(std::size_t index) const {
+  return probe_->candidate_family(index);
+}
 Mask LayoutVideoAttention::mask(const HeadMask& choice) const { return probe_->mask(choice); }
 
 std::vector<std::int64_t> LayoutVideoAttention::sampled_rows(std::int64_t layer,

@@ -291,6 +291,9 @@ const VideoGeometry& VideoAttention::geometry() const { return impl_->geometry; 
 const VideoAttentionOptions& VideoAttention::options() const { return impl_->options; }
 std::int64_t VideoAttention::band() const { return impl_->band; }
 const std::vector<MaskCandidate>& VideoAttention::candidates() const { return impl_->candidates; }
+const std::string& VideoAttention::candidate_family(std::size_t index) const {
+  return impl_->candidate_families.at(index);
+}
 const std::shared_ptr<ThreadingContext>& VideoAttention::context() const { return impl_->context; }
 
 Mask VideoAttention::mask(const HeadMask& choice) const {

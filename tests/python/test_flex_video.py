@@ -32,10 +32,8 @@ def _same(native, flex, out_tol=2e-6):
                                atol=out_tol * max(1.0, float(o1.float().abs().max())))
     np.testing.assert_allclose(l2.numpy(), l1.numpy(), rtol=2e-6, atol=2e-5)
     for h1, h2 in zip(r1["heads"], r2["heads"]):
-        # TEMPORARY (issue 35 part 5): the flex runner's report
-        # (_torch_video/report.py, being moved) does not carry "family" and
-        # "rung" yet; drop this set difference once it does.
-        assert set(h1) - {"family", "rung"} <= set(h2)
+        assert set(h1) <= set(h2)
+        assert (h2["family"], h2["rung"]) == (h1["family"], h1["rung"])
         assert (h2["batch"], h2["head"], h2["routed"]) == (h1["batch"], h1["head"], h1["routed"])
         assert h2["density"] == pytest.approx(h1["density"])
         for name, value in h1["mse"].items():

@@ -39,15 +39,6 @@ REGISTRY = pathlib.PurePosixPath("src/methods")
 ENTRY_NAME = re.compile(r'\.name\s*=\s*"([^"\\]+)"')
 CPP_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
 
-# TEMPORARY (issue 35 part 5): hits in folders another change is moving
-# (python/tilesplash/_flex/, python/tilesplash/_torch_video/); they go when
-# those folders ask the registry too. (path, the literal), any line.
-TEMPORARY = {
-    ("python/tilesplash/_flex/video.py", "svg2"),
-    ("python/tilesplash/_torch_video/report.py", "spatial"),
-    ("python/tilesplash/_torch_video/report.py", "temporal"),
-}
-
 
 def method_names(root: pathlib.Path) -> set[str]:
     names = set()
@@ -111,7 +102,6 @@ def main() -> int:
     root = parser.parse_args().root
     names = method_names(root)
     failures = []
-    temporary_seen = set()
     for folder in SCANNED:
         for path in sorted((root / folder).rglob("*")):
             relative = pathlib.PurePosixPath(path.relative_to(root).as_posix())
@@ -124,16 +114,11 @@ def main() -> int:
             else:
                 continue
             for number, name in hits:
-                if (str(relative), name) in TEMPORARY:
-                    temporary_seen.add((str(relative), name))
-                    continue
                 failures.append(f"{relative}:{number}: the method name \"{name}\" outside the "
                                 f"registry (src/methods/); ask the registry instead "
                                 f"(docs/extending.md)")
     for failure in failures:
         print(failure)
-    for path, name in sorted(TEMPORARY - temporary_seen):
-        print(f"note: the temporary allowance ({path}, \"{name}\") has no hit left: remove it")
     print(f"method_names.py: {len(names)} names ({', '.join(sorted(names))}), "
           f"{len(failures)} uses outside the registry")
     return 1 if failures else 0

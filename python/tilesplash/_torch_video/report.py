@@ -10,6 +10,8 @@ entry's small tables), and a call whose report is never read never waits.
 
 from __future__ import annotations
 
+from .._methods import DEFAULT_METHOD, method_flag
+
 
 class LazyReport(dict):
     """A report dict whose "heads" come from `fill()` (a list of head dicts) on first use."""
@@ -84,15 +86,26 @@ class LazyReport(dict):
         return (dict, (dict(self.items()),))
 
 
-def head_report(candidates, batch, head, choice, routed, decision) -> dict:
+# The native report's mse_spatial / mse_temporal keys: the default method's
+# pair of masks (svg's), asked of the registry.
+_LEGACY_MSE_MASKS = tuple(method_flag(DEFAULT_METHOD, "mask_names"))
+
+
+def head_report(candidates, batch, head, choice, routed, decision, families=None) -> dict:
     """One head's dict of a VideoAttention report (the native keys). candidates: the
-    layer's [(name, density)]; decision: None, or (index, MSE row, error, target met)."""
+    layer's [(name, density)]; decision: None, or (index, MSE row, error, target met);
+    families: {name: (family, rung)} of the candidates (the core's candidate_families();
+    a choice not in it, svg2's, is its own family)."""
     mse = {} if decision is None else {name: float(x) for (name, _), x
                                        in zip(candidates, decision[1])}
     density = 1.0 if choice == "dense" else dict(candidates).get(choice, 0.0)
+    family, rung = ("dense", 0.0) if choice == "dense" else \
+        (families or {}).get(choice, (choice, 0.0))
+    spatial, temporal = _LEGACY_MSE_MASKS
     return {"batch": batch, "head": head, "choice": choice, "routed": routed,
-            "mse_spatial": mse.get("spatial") if routed else None,
-            "mse_temporal": mse.get("temporal") if routed else None, "mse": mse,
+            "family": family, "rung": rung,
+            "mse_spatial": mse.get(spatial) if routed else None,
+            "mse_temporal": mse.get(temporal) if routed else None, "mse": mse,
             "error": None if decision is None else decision[2],
             "target_met": True if decision is None else decision[3],
             "density": density, "tiles_visited": 1.0, "seconds": 0.0, "permute_seconds": 0.0,
@@ -100,7 +113,7 @@ def head_report(candidates, batch, head, choice, routed, decision) -> dict:
             "compensation_seconds": 0.0}
 
 
-def call_report(report, heads_of, seconds, routed, candidates, granularity):
+def call_report(report, heads_of, seconds, routed, candidates, granularity, families=None):
     """A call's report. heads_of, per batch entry: its head dicts (decided on the host),
     or for a routed call (batch, (index, met, errors, mse) on the device, the layer's
     RoutedLayer: visited pairs per candidate), read on first use (LazyReport)."""
@@ -117,7 +130,7 @@ def call_report(report, heads_of, seconds, routed, candidates, granularity):
             errors, mse = errors.double().tolist(), mse.double().tolist()
             for h, i in enumerate(index):
                 info = head_report(candidates, b, h, candidates[i][0], True,
-                                   (i, mse[h], errors[h][i], met[h]))
+                                   (i, mse[h], errors[h][i], met[h]), families)
                 info["tiles_visited"] = plan.visited[i]
                 info["compensated"] = bool((getattr(plan, "compensated", None)
                                             or [False] * len(candidates))[i])  # the runner's

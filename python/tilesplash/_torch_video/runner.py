@@ -76,6 +76,9 @@ class FlexVideo(TileCounts, CompensatedHeads):
         self.block = (block_q or 128, block_kv or 128)
         self.tokens = owner.geometry.tokens
         self.candidates = owner.candidates
+        # What a head that ran each candidate reports as its family and rung.
+        self.families = {name: (family, rung)
+                         for name, family, rung in owner._core.candidate_families()}
         self.runs = {name: owner.candidate_run(name) for name, _ in self.candidates}
         self.density = dict(self.candidates)
         self._orders: dict = {}
@@ -183,13 +186,13 @@ class FlexVideo(TileCounts, CompensatedHeads):
 
     def group_of_candidates(self, choices):
         """{group key: [heads]}: ("original",) or ("order", name-of-order, extra) or
-        ("svg2",), with "table" appended for the heads whose mask needs the table
+        (cluster_choice(),), with "table" appended for the heads whose mask needs the table
         mask_mod (more than ROW_INTERVALS runs of keys in a row): those heads, and only
         those, run in their own call with it; every other head keeps the per-row rule."""
         groups: dict = {}
         for h, choice in enumerate(choices):
             key = self._order_key(choice)
-            if key[0] != "svg2" and choice != "dense" and self._needs_table(choice, key):
+            if key[0] != cluster_choice() and choice != "dense" and self._needs_table(choice, key):
                 key = key + ("table",)
             groups.setdefault(key, []).append(h)
         return groups
@@ -211,7 +214,7 @@ class FlexVideo(TileCounts, CompensatedHeads):
     def _order_key(self, choice):
         """The row order a head with this choice runs in (group_of_candidates' key)."""
         if choice == cluster_choice():
-            return ("svg2",)
+            return (cluster_choice(),)
         if choice == "dense" or self.strategy == "per_head":
             return ("original",)
         run = self.runs[choice]
@@ -305,7 +308,7 @@ class FlexVideo(TileCounts, CompensatedHeads):
         builds (bench/flex_plans.py times it)."""
         found = []
         for key, group in self.group_of_candidates(choices).items():
-            if key[0] == "svg2":
+            if key[0] == cluster_choice():
                 continue
             calls = self.group_calls(key, group, choices, key_limit)
             if len(calls) == 1:
@@ -331,7 +334,7 @@ class FlexVideo(TileCounts, CompensatedHeads):
         parts = []
         groups = self.group_of_candidates(choices)
         for key, group in groups.items():
-            if key[0] == "svg2":
+            if key[0] == cluster_choice():
                 o, l = self.clusters.run(self, qb, kb, vb, group, need_lse, info, key_limit,
                                          layer)
             elif key[0] == "original":
@@ -459,10 +462,11 @@ class FlexVideo(TileCounts, CompensatedHeads):
                 if dense:
                     choices = ["dense"] * heads
                 elif self.clusters is not None:
-                    choices = ["svg2"] * heads
+                    choices = [cluster_choice()] * heads
                 else:
                     choices = [self.force or self.candidates[0][0]] * heads
-                info = [head_report(self.candidates, b, h, choices[h], False, None) for h in range(heads)]
+                info = [head_report(self.candidates, b, h, choices[h], False, None, self.families)
+                        for h in range(heads)]
                 attention_start = time.perf_counter()
                 if dense and not return_lse:
                     # Dense work on SDPA (cuDNN / flash on a GPU), not through a BlockMask.
@@ -487,7 +491,7 @@ class FlexVideo(TileCounts, CompensatedHeads):
         report["total_seconds"] = report["seconds"] = time.perf_counter() - start
         seconds = totals["attention_seconds"] / (batch * heads)
         report = call_report(report, heads_of, seconds, routed, self.candidates,
-                             self.granularity)
+                             self.granularity, self.families)
         result = from_bhnd(out.to(q.dtype), layout)
         if not return_lse:
             return result, report

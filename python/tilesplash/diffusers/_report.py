@@ -87,12 +87,7 @@ def summary_table(report: list[dict]) -> str:
 
 def _family(head: dict) -> str:
     """A head's mask family, the report's field ("spatial" for "spatial@0.05")."""
-    if "family" in head:
-        return head["family"]
-    # TEMPORARY (issue 35 part 5): the flex runner's reports
-    # (_torch_video/report.py, being moved) do not carry "family" yet; until
-    # they do, the choice's name up to its rung and parameters.
-    return head["choice"].split("@")[0].split(":")[0]
+    return head["family"]
 
 
 def _layer_labels(layers) -> list[str]:
