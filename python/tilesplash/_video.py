@@ -275,6 +275,11 @@ class VideoAttention(GroupForward):
         samples to make the same decisions."""
         return self._core.sampled_rows(check_int(layer, "layer", 0), check_int(step, "step", 0))
 
+    def candidate_families(self) -> list[tuple[str, str, float]]:
+        """(name, family, rung) of every candidate: the "family" and "rung" a head
+        that ran it reports (the rung: its error-target ladder density, else 0)."""
+        return [tuple(x) for x in self._core.candidate_families()]
+
     def candidate_run(self, name: str) -> dict:
         """How the candidate `name` executes, for a backend that runs it itself: "name",
         "density", "mask" (on the original order), "order" (numpy int64: run position r

@@ -153,15 +153,15 @@ std::vector<MaskCandidate> ladder_candidates(std::string_view method, const Vide
     throw std::invalid_argument("ladder_candidates: unknown method '" + std::string(method) +
                                 "' (expected " + method_list_text() + ")");
   }
+  // Heads that rank their own pooled tiles step over p themselves
+  // (VideoAttentionOptions::pooled): no candidates to add.
+  if (entry->pooled != nullptr) return {};
   if (entry->candidates == nullptr) {
     throw std::invalid_argument("error: method '" + std::string(method) +
                                 "' runs each head's own clusters and has no density ladder; "
                                 "use a method with candidates (" +
                                 join_names(method_names()) + ")");
   }
-  // Heads that rank their own pooled tiles step over p themselves
-  // (VideoAttentionOptions::pooled): no candidates to add.
-  if (entry->pooled != nullptr) return {};
   std::vector<MaskCandidate> ladder;
   for (const double density : densities) {
     MethodOptions at = options;

@@ -51,7 +51,8 @@ def test_jax_route_refuses_an_error_target_that_is_not_a_number_by_name(error):
 
 def _report():
     return [{"step": s, "layer": 0, "heads": [
-        {"head": h, "choice": "spatial@0.1", "routed": True, "density": 0.1, "error": 0.01,
+        {"head": h, "choice": "spatial@0.1", "family": "spatial", "rung": 0.1, "routed": True,
+         "density": 0.1, "error": 0.01,
          "target_met": True, "tiles_visited": 0.1, "seconds": 0.0} for h in range(2)]}
         for s in (0, 1)]
 

@@ -78,7 +78,7 @@ class FlexVideo(TileCounts, CompensatedHeads):
         self.candidates = owner.candidates
         # What a head that ran each candidate reports as its family and rung.
         self.families = {name: (family, rung)
-                         for name, family, rung in owner._core.candidate_families()}
+                         for name, family, rung in owner.candidate_families()}
         self.runs = {name: owner.candidate_run(name) for name, _ in self.candidates}
         self.density = dict(self.candidates)
         self._orders: dict = {}
