@@ -72,7 +72,8 @@ VideoAttentionOptions method_attention_options(std::string_view method,
     result.candidates = ladder_candidates(
         method, geometry, options,
         target->densities ? std::span<const double>(*target->densities) : default_density_ladder());
-    if (entry.pooled != nullptr) result.pooled = entry.pooled(geometry, options);  // p as the ladder
+    if (entry.pooled != nullptr)
+      result.pooled = entry.pooled(geometry, options);  // p as the ladder
   } else if (entry.clusters != nullptr) {
     result.clusters = entry.clusters(geometry, options);
   } else if (entry.pooled != nullptr) {
