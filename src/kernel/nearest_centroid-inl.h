@@ -18,15 +18,12 @@ constexpr int kPointRows = std::min(8, (Traits::kRegisters - kCentroidVecs - 1) 
 static_assert(kCentroidPanel % kLanes == 0, "a centroid panel must be whole vectors");
 static_assert(kPointRows >= 1, "the centroid tile must fit the register file");
 
-// The R points at x (rows d apart) against the panel of centroids c0 ..
-// c0 + kCentroidPanel - 1: lowers best[r] and sets labels[r] where a centroid
-// is strictly nearer, so the lowest index wins a tie.
+// acc[r][j] = the dot products of the R rows at x (d apart) with the panel's
+// kCentroidPanel columns (kCentroidVecs vectors of them): the register tile
+// shared by k-means and the compensation pass (pooled_merge-inl.h).
 template <int R>
-inline void nearest_in_panel(const float* __restrict x, std::int64_t d,
-                             const float* __restrict panel, const float* __restrict norms,
-                             std::int64_t c0, float* __restrict best,
-                             std::int32_t* __restrict labels) {
-  VF acc[R][kCentroidVecs];
+inline void panel_dots(const float* __restrict x, std::int64_t d, const float* __restrict panel,
+                       VF (&acc)[R][kCentroidVecs]) {
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
@@ -42,6 +39,18 @@ inline void nearest_in_panel(const float* __restrict x, std::int64_t d,
       for (int j = 0; j < kCentroidVecs; ++j) acc[r][j] += xr * c[j];
     }
   }
+}
+
+// The R points at x (rows d apart) against the panel of centroids c0 ..
+// c0 + kCentroidPanel - 1: lowers best[r] and sets labels[r] where a centroid
+// is strictly nearer, so the lowest index wins a tie.
+template <int R>
+inline void nearest_in_panel(const float* __restrict x, std::int64_t d,
+                             const float* __restrict panel, const float* __restrict norms,
+                             std::int64_t c0, float* __restrict best,
+                             std::int32_t* __restrict labels) {
+  VF acc[R][kCentroidVecs];
+  panel_dots<R>(x, d, panel, acc);
   for (int r = 0; r < R; ++r) {
     alignas(64) float distance[kCentroidPanel];
 #pragma GCC unroll 4

@@ -19,21 +19,7 @@ inline void pooled_panel_scores(const float* __restrict q, std::int64_t d,
                                 const float* __restrict panel, const float* __restrict bias,
                                 float scale, float* __restrict scores, std::int64_t stride) {
   VF acc[R][kCentroidVecs];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int j = 0; j < kCentroidVecs; ++j) acc[r][j] = VF{};
-  for (std::int64_t t = 0; t < d; ++t) {
-    VF c[kCentroidVecs];
-#pragma GCC unroll 4
-    for (int j = 0; j < kCentroidVecs; ++j) c[j] = load(panel + t * kCentroidPanel + j * kLanes);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const VF qr = splat(q[r * d + t]);
-#pragma GCC unroll 4
-      for (int j = 0; j < kCentroidVecs; ++j) acc[r][j] += qr * c[j];
-    }
-  }
+  panel_dots<R>(q, d, panel, acc);
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
