@@ -23,6 +23,7 @@ import tilesplash
 from tilesplash import Mask, VideoAttention, VideoGeometry
 from conftest import mask_matrix, reference_attention
 from test_compensation import compensated_reference
+from test_flex_tile_agreement import layer_pair
 
 torch = pytest.importorskip("torch")
 from tilesplash._torch_video.compensation import (  # noqa: E402
@@ -125,16 +126,7 @@ CASES = [("svg", "spatial"), ("svg", "temporal"), ("svg", None), ("radial", None
 @pytest.mark.parametrize("padded", [False, True], ids=["all_keys", "key_padding"])
 def test_flex_and_native_compensate_alike(method, force, sink, text, padded):
     g = VideoGeometry(5, 6, 8, text=11, text_at="after") if text else VideoGeometry(5, 6, 8)
-    options = dict(method=method, density=0.3, sink=sink, granularity="tile", block_q=64,
-                   block_kv=64, samples=12, force=force, compensate=True)
-    if method in ("sta", "mix"):
-        options["density_budget"] = 0.6
-    try:
-        native = VideoAttention(g, backend="cpu", **options)
-    except ValueError as error:  # a method without a sink refuses it by name
-        assert "sink" in str(error)
-        pytest.skip(str(error))
-    flex = VideoAttention(g, backend="flex", **options)
+    native, flex = layer_pair(g, method, force, sink, compensate=True)
     rng = np.random.default_rng(4)
     q, k, v = _tensors(*(rng.standard_normal((2, 2, g.tokens, 16)) for _ in range(3)))
     lengths = None

@@ -24,14 +24,11 @@ def _geometry(text):
     return VideoGeometry(3, 5, 7, text=11, text_at="after") if text else VideoGeometry(3, 5, 7)
 
 
-@pytest.mark.parametrize("method,force", CASES)
-@pytest.mark.parametrize("sink", [False, True], ids=["no_sink", "sink"])
-@pytest.mark.parametrize("text", [False, True], ids=["video", "text"])
-@pytest.mark.parametrize("padded", [False, True], ids=["all_keys", "key_padding"])
-def test_flex_and_native_keep_the_same_tiles(method, force, sink, text, padded):
-    g = _geometry(text)
+def layer_pair(g, method, force, sink, **extra):
+    """The same tile-granular layer on the native and the flex backend (64-tiles), or
+    a skip where the method refuses the sink by name."""
     options = dict(method=method, density=0.3, sink=sink, granularity="tile", block_q=64,
-                   block_kv=64, samples=12, force=force)
+                   block_kv=64, samples=12, force=force, **extra)
     if method in ("sta", "mix"):
         options["density_budget"] = 0.6
     try:
@@ -39,7 +36,16 @@ def test_flex_and_native_keep_the_same_tiles(method, force, sink, text, padded):
     except ValueError as error:  # a method without a sink refuses it by name
         assert "sink" in str(error)
         pytest.skip(str(error))
-    flex = VideoAttention(g, backend="flex", **options)
+    return native, VideoAttention(g, backend="flex", **options)
+
+
+@pytest.mark.parametrize("method,force", CASES)
+@pytest.mark.parametrize("sink", [False, True], ids=["no_sink", "sink"])
+@pytest.mark.parametrize("text", [False, True], ids=["video", "text"])
+@pytest.mark.parametrize("padded", [False, True], ids=["all_keys", "key_padding"])
+def test_flex_and_native_keep_the_same_tiles(method, force, sink, text, padded):
+    g = _geometry(text)
+    native, flex = layer_pair(g, method, force, sink)
     rng = np.random.default_rng(3)
     q, k, v = (torch.from_numpy(rng.standard_normal((2, 2, g.tokens, 16)).astype(np.float32))
                for _ in range(3))
