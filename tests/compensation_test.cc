@@ -15,6 +15,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernel/isa_dispatch.h"
 #include "support/attention_check.h"
 #include "support/kernel_case.h"
 #include "support/random_data.h"
@@ -266,6 +267,67 @@ TEST_P(CompensationPerTarget, BitIdenticalAcrossThreadCounts) {
     const Outputs many = run_forward(plan, in.q, in.k, in.v, kF32, compensated(c));
     EXPECT_TRUE(bitwise_equal(one.out, many.out)) << threads;
     EXPECT_EQ(std::memcmp(one.lse.data(), many.lse.data(), one.lse.size() * sizeof(float)), 0);
+  }
+}
+
+// bf16 inputs on both product paths: widened (the f32 pass) and, where the
+// target has a bf16 dot product, the pass on it (pooled_merge_dot: vdpbf16ps,
+// or AMX tiles natively and on amx_emulated), over the head dims of the video
+// models (80 and 96 leave a tail of channel pairs after AMX's 32-channel
+// steps), value dims with a padded column chunk, rows around the register
+// tile (1, 6 + 1, ragged) and skipped tiles past one key panel of 64; against
+// the float64 definition, and bit-identical on 1 and 3 threads.
+TEST_P(CompensationPerTarget, Bf16OnBothProductPathsMatchesTheDefinition) {
+  const bool has_dot = kernel::active_target().bf16_peak.run != nullptr;
+  struct Shape {
+    std::int64_t d, dv, q_len, kv_len;
+  };
+  const Shape shapes[] = {{64, 64, 7, 4200},
+                          {80, 48, 65, 1590},
+                          {96, 96, 1, 2500},
+                          {128, 200, 203, 1000},
+                          {256, 256, 40, 700}};
+  for (const ProductPath path : {ProductPath::kWiden, ProductPath::kDot}) {
+    if (path == ProductPath::kDot && !has_dot) continue;
+    for (const Shape& shape : shapes) {
+      Case c{.name = "paths",
+             .mask = Mask::local(20, 50),
+             .q_len = shape.q_len,
+             .kv_len = shape.kv_len,
+             .blocks = {32, 64},
+             .d = shape.d,
+             .dv = shape.dv,
+             .dtype = kBF16,
+             .path = path};
+      Inputs in = inputs(c);
+      // Keys and values that vary from tile to tile, so that the skipped
+      // tiles' means carry weight and value (with independent noise they
+      // are near 0 and the pass barely moves the output).
+      for (std::int64_t h = 0; h < c.heads; ++h) {
+        for (std::int64_t j = 0; j < c.kv_len; ++j) {
+          const double t = static_cast<double>(j / 64 + h);
+          for (std::int64_t x = 0; x < c.d; ++x) {
+            in.k.set(h, j, x,
+                     0.3f * in.k.get(h, j, x) + static_cast<float>(std::sin(0.7 * t + 1.3 * x)));
+          }
+          for (std::int64_t x = 0; x < c.value_dim(); ++x) {
+            in.v.set(
+                h, j, x,
+                0.3f * in.v.get(h, j, x) + static_cast<float>(2.0 * std::cos(0.5 * t + 0.9 * x)));
+          }
+        }
+      }
+      const TilePlan plan = TilePlan::build(c.mask, c.q_len, c.kv_len, c.blocks);
+      const std::vector<ReferenceHead> reference = compensated_reference(c, plan, in.q, in.k, in.v);
+      const Outputs one = run_forward(plan, in.q, in.k, in.v, kF32, compensated(c));
+      EXPECT_TRUE(matches_reference(reference, one.out, one.lse.data(),
+                                    tolerance_for(c.dtype, kF32), in.v.max_abs()))
+          << to_string(path) << " d=" << shape.d << " dv=" << shape.dv;
+      c.threads = 3;
+      const Outputs three = run_forward(plan, in.q, in.k, in.v, kF32, compensated(c));
+      EXPECT_TRUE(bitwise_equal(one.out, three.out)) << to_string(path) << " d=" << shape.d;
+      EXPECT_EQ(std::memcmp(one.lse.data(), three.lse.data(), one.lse.size() * sizeof(float)), 0);
+    }
   }
 }
 

@@ -8,10 +8,12 @@
 // lse) through the LSE, so the kernel itself is untouched:
 //   1. pool_tiles(): K̄ and V̄ per key tile and head, O(N * (d + dv)) reads,
 //      O(N / block_kv * (d + dv)) memory;
-//   2. compensate(): per query row, one dot product with each skipped tile's
-//      k̄ and one weighted sum of their v̄ (TargetOps::gather_dot and
-//      gather_axpy, compiled per SIMD target), then the merge. Work: rows x
-//      skipped tiles x (d + dv), about 1 / block_kv of dense attention.
+//   2. compensate(): per q-block, a small attention of its rows over the
+//      skipped tiles' k̄ and v̄ merged into each row (TargetOps::pooled_merge,
+//      register-tiled f32; TargetOps::pooled_merge_dot, the kernel's own bf16
+//      micro-kernels, for bf16 inputs on the dot-product path). Work: rows x
+//      skipped tiles x (d + dv), (1 - density) / (density * block_kv) of the
+//      sparse kernel's: 7% at density 0.10 with 128-key tiles.
 // Tiles are the plan's own (block_q x block_kv, in the order it runs), so a
 // front door that permutes rows compensates in its run order. Items are
 // (head, q-block), each summed in a fixed order: results are bit-identical
@@ -77,9 +79,13 @@ void compensate_row(const kernel::TargetOps& ops, const float* q, const PooledTi
 // strides) and lse (heads * q_len) in place: every row of a q-block that
 // skips at least one pooled tile. A row with no kept key and no such tile
 // stays O = 0, LSE = -inf. Returns, per head, whether any row changed.
+// `bf16_dot`: bf16 queries take the target's bf16 dot product
+// (TargetOps::pooled_merge_dot, the means rounded to bf16) where it has one,
+// as the kernel does when its product path resolves to it (ForwardParams::
+// bf16_dot); otherwise everything runs in f32.
 std::vector<bool> compensate(ThreadingContext& context, int threads, const TilePlan& plan,
                              const TensorView& q, const PooledTiles& pooled, float scale,
-                             const MutableTensorView& out, float* lse);
+                             const MutableTensorView& out, float* lse, bool bf16_dot);
 
 // Grow-only memory of compensated kernel calls.
 struct Workspace {

@@ -38,7 +38,10 @@ TargetOps target_ops_with(FmaLoop bf16_peak) {
   ops.gather_axpy = &gather_axpy;
   ops.pooled_merge = &pooled_merge;
   ops.int8_dot = &int8_dot<Int8Sums>;
-  if constexpr (!std::is_void_v<DotPath>) ops.bf16_dot_name = DotPath::kName;
+  if constexpr (!std::is_void_v<DotPath>) {
+    ops.bf16_dot_name = DotPath::kName;
+    ops.pooled_merge_dot = &pooled_merge_dot<DotPath>;
+  }
   if constexpr (std::is_void_v<Int8Sums>) {
     ops.int8_dot_name = int8_dot_name();
   } else {

@@ -119,3 +119,8 @@ inline void pooled_merge(const PooledMergeArgs& a) {
   for (std::int64_t r = 0; r < full; r += kPointRows) pooled_merge_rows<kPointRows>(a, r);
   for (std::int64_t r = full; r < a.rows; ++r) pooled_merge_rows<1>(a, r);
 }
+
+// The bf16 dot-product merge (PooledMergeDotFn), defined by
+// kernel/pooled_merge_dot-inl.h in the translation units of targets with one.
+template <typename DotPath>
+void pooled_merge_dot(const PooledMergeDotArgs& a);

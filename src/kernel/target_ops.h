@@ -73,6 +73,38 @@ struct PooledMergeArgs {
 };
 using PooledMergeFn = void (*)(const PooledMergeArgs& args);
 
+// The same merge on the bf16 dot product (TargetOps::pooled_merge_dot, where
+// the kernel runs bf16 inputs through it): both products through the
+// kernel's own bf16 micro-kernels, the mean keys and values rounded to bf16
+// and the weights too, as the kernel rounds its probabilities. Layouts are
+// the kernel's (kernel/bf16_dot_path-inl.h): q rows of d / 2 pairs of adjacent
+// channels, q_stride pairs apart; n_padded (a multiple of kDotMergePanel)
+// keys in panels of kDotMergePanel, panel p at p * (d / 2) * kDotMergePanel
+// with pair (c, j) = channels 2c, 2c + 1 of key kDotMergePanel * p + j;
+// values as [n_padded / 2][dvp] pairs of adjacent keys, dvp = dv rounded up to
+// kDotMergePanel, zero past dv and n. Scratch: `scores` kMaxMergeRows *
+// n_padded floats, `probs` kMaxMergeRows * n_padded / 2 pairs, `acc`
+// kMaxMergeRows * dvp floats.
+inline constexpr std::int64_t kDotMergePanel = 64;
+struct PooledMergeDotArgs {
+  const std::uint32_t* q = nullptr;
+  std::int64_t q_stride = 0, rows = 0, d = 0;
+  const std::uint32_t* key_panels = nullptr;
+  const float* bias = nullptr;
+  std::int64_t n = 0, n_padded = 0;
+  const std::uint32_t* value_pairs = nullptr;
+  std::int64_t dv = 0, dvp = 0;
+  float scale = 1.0f;
+  float* o = nullptr;
+  std::int64_t o_stride = 0;
+  float* lse = nullptr;
+  std::int64_t lse_stride = 1;
+  float* scores = nullptr;
+  std::uint32_t* probs = nullptr;
+  float* acc = nullptr;
+};
+using PooledMergeDotFn = void (*)(const PooledMergeDotArgs& args);
+
 struct TargetOps {
   ForwardFn forward = nullptr;
   FmaLoop f32_peak;
@@ -89,6 +121,8 @@ struct TargetOps {
   GatherAxpyFn gather_axpy = nullptr;
   // The compensation pass's block merge (compensation/compensate.cc).
   PooledMergeFn pooled_merge = nullptr;
+  // Its bf16 dot-product twin: null on targets without a bf16 dot product.
+  PooledMergeDotFn pooled_merge_dot = nullptr;
   Int8DotFn int8_dot = nullptr;
   const char* int8_dot_name = "";  // the instructions of the int8 products, for reports
   const char* bf16_dot_name = "";  // those of the bf16 dot product, where bf16_peak.run is set

@@ -144,7 +144,8 @@ void VideoAttention::Impl::compensate_band(const MaskRun& run, const TilePlan& p
   compensation::pool_tiles(*context, threads, band.k, band.v, plan.blocks().block_kv, filter,
                            pooled);
   report.compensated =
-      compensation::compensate(*context, threads, plan, band.q, pooled, scale, band.out, band.lse)
+      compensation::compensate(*context, threads, plan, band.q, pooled, scale, band.out, band.lse,
+                               choose_product_path().path == ProductPath::kDot)
           .front();
   report.compensation_seconds = since(start);
 }
