@@ -165,6 +165,7 @@ TEST(Cli, BenchJsonHasKeysAndSaneValues) {
                           "seconds",
                           "gflops",
                           "peak_gflops",
+                          "peak_unit",
                           "efficiency",
                           "dense_seconds",
                           "sparse_vs_ideal",
@@ -187,6 +188,8 @@ TEST(Cli, BenchJsonHasKeysAndSaneValues) {
   EXPECT_GT(json.at("dense_seconds").get<double>(), 0.0);
   EXPECT_GT(json.at("sparse_vs_ideal").get<double>(), 0.0);
   EXPECT_FALSE(json.at("isa").get<std::string>().empty());
+  // The peak is that of the unit the products ran on (AMX, dot product or FMA).
+  EXPECT_EQ(json.at("peak_unit"), json.at("pv_product"));
 }
 
 // The peak is measured on the same SIMD target as the kernel, so forcing a

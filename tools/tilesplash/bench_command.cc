@@ -391,6 +391,9 @@ void report_setup(const BenchOptions& options, const BenchSetup& setup, Report& 
   const KernelProducts products = kernel_products(dtype, setup.attention.precision, path.path);
   record["qk_product"] = products.qk;
   record["pv_product"] = products.pv;
+  // The unit whose peak loop measured peak_gflops (measure_peak: the loop of
+  // the path the P.V product takes), so an efficiency says against what.
+  record["peak_unit"] = products.pv;
   record["variant"] = to_string(setup.variant);
   record["variant_from"] = setup.variant_source;
   record["repeats"] = options.repeats;
