@@ -10,7 +10,7 @@
 // already AMX's: a row of a B tile is one channel pair (bf16 K panel, [d/2]
 // [kPanel]), one key pair (V, [keys/2][dvp]) or one channel quad (int8 K
 // panel, [d/4][kPanel]) for 16 columns, and A is rows of Q or of the bf16
-// probabilities. One call covers the micro-kernel's R <= kRows rows and 64
+// probabilities. One call covers the micro-kernel's R <= 16 rows and 64
 // columns: four accumulator tiles of R rows x 16 f32 (or int32) columns,
 // the reduction in steps of 16 pairs (quads); a head dim that leaves fewer
 // takes tiles 6 and 7, configured for that tail.
@@ -18,9 +18,12 @@
 // Tiles: 0-3 accumulators, 4 A, 5 B, 6 A of the tail, 7 B of the tail.
 // The configuration is loaded per call and released after it, so no tile
 // state outlives a call (another library on the same thread may use tiles).
-// Untuned: row tiles of kRows = 6 use 6 of 16 tile rows, and one B tile is
-// reloaded for every product; docs/kernel.md lists what is to be measured on
-// a CPU with AMX.
+// The bf16 path takes row groups of 16 rows (AmxBf16Path::kTileRows), every
+// row of a tile, where the vector paths' register tile of kRows = 6 would
+// use 6 and load each B tile for 6 rows; the int8 path keeps kRows, since
+// its tiles may fall back to the f32 register tile. Untuned otherwise: one B
+// tile is reloaded for every product, and the configuration per call;
+// docs/kernel.md lists what is to be measured on a CPU with AMX.
 
 static_assert(kPanel == 64 && kRows <= 16, "the tile micro-kernels are written for 4 x 16 columns");
 
@@ -110,6 +113,8 @@ struct AmxTiles {
 // Bf16DotPath with both micro-kernels on tiles.
 struct AmxBf16Path : Bf16DotPath {
   static constexpr const char* kName = "AMX tdpbf16ps";
+  // Rows per call (kernel/flash_forward-inl.h's row groups): a whole tile.
+  static constexpr int kTileRows = 16;
 
   template <int R>
   static void qk(const std::uint32_t* __restrict q, std::int64_t q_stride, std::int64_t d,

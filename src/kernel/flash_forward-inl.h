@@ -5,11 +5,12 @@
 //
 // Work and memory. K and V of a group of heads are packed once per call (K in
 // transposed key panels, V in column chunks). A work item is one (head,
-// q-block); a worker takes the q-block's rows kRows at a time and, for every
-// tile the plan visits, runs the whole flash step on that register tile of
-// rows: Q.K^T over the tile's key panels (the row max folded into the score
-// store), the mask and the exponent on those kRows rows of scores, and P.V
-// over the output column chunks. The scores of the rows in flight (kRows *
+// q-block); a worker takes the q-block's rows kTileRows at a time (the
+// register tile's kRows, or a path's own: 16 for AMX tiles) and, for every
+// tile the plan visits, runs the whole flash step on that group of rows:
+// Q.K^T over the tile's key panels (the row max folded into the score
+// store), the mask and the exponent on those rows of scores, and P.V over
+// the output column chunks. The scores of the rows in flight (kTileRows *
 // block_kv floats) never leave L1; the tile's K and V (2 * block_kv * d * 4
 // bytes, 256 KiB at 256 keys and d = 128) stream from L2 once per row group,
 // about 10 bytes per cycle at 32 flops per cycle (one 512-bit FMA per cycle,
@@ -36,16 +37,34 @@
 // the padding keys. Softmax scale: folded into the exponent (one FMA per
 // score), exp2 is a polynomial (kernel/simd-inl.h).
 
-// Calls body.template operator()<R>() with R = rows (1..kRows) as a
+// Calls body.template operator()<R>() with R = rows (1..Max) as a
 // compile-time value, so every micro-kernel is unrolled for its row count.
-template <int R = 1, typename F>
-inline void with_rows(int rows, F&& body) {
-  if constexpr (R == kRows) {
+template <int Max, int R = 1, typename F>
+inline void with_rows_up_to(int rows, F&& body) {
+  if constexpr (R == Max) {
     body.template operator()<R>();
   } else if (rows == R) {
     body.template operator()<R>();
   } else {
-    with_rows<R + 1>(rows, body);
+    with_rows_up_to<Max, R + 1>(rows, body);
+  }
+}
+
+// The same for register tiles of the traits' kRows rows.
+template <typename F>
+inline void with_rows(int rows, F&& body) {
+  with_rows_up_to<kRows>(rows, body);
+}
+
+// Query rows per micro-kernel call of a path: the traits' register tile,
+// unless the path's products run elsewhere than in vector registers and
+// declare their own (AmxBf16Path: the 16 rows of an AMX tile).
+template <typename Path>
+constexpr int path_tile_rows() {
+  if constexpr (requires { Path::kTileRows; }) {
+    return Path::kTileRows;
+  } else {
+    return kRows;
   }
 }
 
@@ -56,17 +75,20 @@ struct FlashForward {
   using Prob = typename Path::Prob;
   // A path that may run a tile's Q.K^T in f32 instead (Int8QkPath).
   static constexpr bool kFallback = requires { Path::kF32Fallback; };
+  // Rows of one micro-kernel call (a row group).
+  static constexpr int kTileRows = path_tile_rows<Path>();
+  static_assert(!kFallback || kTileRows == kRows, "the f32 fall-back runs register tiles");
 
   // Per-worker scratch, by element type (kernel/scratch_layout.h).
   struct Scratch {
     ScratchSlot<QkElem> q;           // the q-block's rows, packed: block_q * q_row_elems
-    ScratchSlot<float> scores;       // kMaxRowGroups * kRows rows of block_kv scores
+    ScratchSlot<float> scores;       // kMaxRowGroups * kTileRows rows of block_kv scores
     ScratchSlot<Prob> probs;         // the same rows as P.V reads them (if separate)
     ScratchSlot<std::uint8_t> keep;  // element mode: the predicate of one row
     ScratchSlot<float> acc;          // block_q * dvp accumulators
     ScratchSlot<RowState> state;     // block_q running max and sum
-    ScratchSlot<float> alpha;        // kMaxRowGroups * kRows rescale factors
-    ScratchSlot<float> ones;         // kRows factors of 1: P.V slices after a group's first
+    ScratchSlot<float> alpha;        // kMaxRowGroups * kTileRows rescale factors
+    ScratchSlot<float> ones;         // kTileRows factors of 1: P.V slices after a group's first
     ScratchSlot<float> row;          // one widened row, for packing
     std::size_t bytes = 0;
   };
@@ -105,13 +127,14 @@ struct FlashForward {
         shift_(static_cast<std::size_t>(params.q.heads), 0.0f) {
     ScratchLayout layout;
     scratch.q = layout.add<QkElem>(block_q * q_stride);
-    scratch.scores = layout.add<float>(kMaxRowGroups * kRows * block_kv);
-    scratch.probs = layout.add<Prob>(Path::kSeparateProbs ? kMaxRowGroups * kRows * p_stride : 0);
+    scratch.scores = layout.add<float>(kMaxRowGroups * kTileRows * block_kv);
+    scratch.probs =
+        layout.add<Prob>(Path::kSeparateProbs ? kMaxRowGroups * kTileRows * p_stride : 0);
     scratch.keep = layout.add<std::uint8_t>(block_kv);
     scratch.acc = layout.add<float>(block_q * dvp);
     scratch.state = layout.add<RowState>(block_q);
-    scratch.alpha = layout.add<float>(kMaxRowGroups * kRows);
-    scratch.ones = layout.add<float>(kRows);
+    scratch.alpha = layout.add<float>(kMaxRowGroups * kTileRows);
+    scratch.ones = layout.add<float>(kTileRows);
     scratch.row = layout.add<float>(std::max(d, dvp));
     scratch.bytes = layout.bytes();
   }
@@ -281,10 +304,10 @@ struct FlashForward {
     std::fill(acc, acc + nrows * dvp, 0.0f);
     std::fill(state, state + nrows, RowState{kNegInf, 0.0f});
     float* ones = scratch.ones.in(base);
-    std::fill(ones, ones + kRows, 1.0f);
+    std::fill(ones, ones + kTileRows, 1.0f);
 
     const std::span<const PlanTile> tiles = plan.tiles(q_block);
-    const std::int64_t pass_rows = groups * kRows;
+    const std::int64_t pass_rows = groups * kTileRows;
     const std::int64_t passes = (nrows + pass_rows - 1) / pass_rows;
     [[maybe_unused]] const auto q_bound = [&] {
       if constexpr (kFallback) {
@@ -363,7 +386,7 @@ struct FlashForward {
   };
 
   // The flash step for rows [r0, r0 + rows) of the item on one tile, as
-  // register tiles of kRows rows (the last one shorter); `f32`: the path's
+  // register tiles of kTileRows rows (the last one shorter); `f32`: the path's
   // f32 Q.K^T instead of its own (kFallback).
   void run_pass(const TileView& t, std::int64_t r0, std::int64_t rows, const QkElem* q, float* acc,
                 RowState* state, std::byte* base, bool f32) const {
@@ -374,10 +397,10 @@ struct FlashForward {
     RowGroup group[kMaxRowGroups];
     int n = 0;
     std::int64_t k_lo = t.nkp, k_hi = 0;
-    for (std::int64_t g0 = 0; g0 < rows; g0 += kRows) {
+    for (std::int64_t g0 = 0; g0 < rows; g0 += kTileRows) {
       RowGroup g;
       g.r0 = r0 + g0;
-      g.rows = static_cast<int>(std::min<std::int64_t>(kRows, rows - g0));
+      g.rows = static_cast<int>(std::min<std::int64_t>(kTileRows, rows - g0));
       g.k0 = 0;
       g.k1 = t.nkp;
       if (t.bits != nullptr) {
@@ -396,35 +419,35 @@ struct FlashForward {
     float* alpha = scratch.alpha.in(base);
     const float* ones = scratch.ones.in(base);
     Prob* probs = Path::kSeparateProbs ? scratch.probs.in(base) : reinterpret_cast<Prob*>(s);
-    const auto scores_of = [&](int g) { return s + g * kRows * block_kv; };
-    const auto probs_of = [&](int g) { return probs + g * kRows * p_stride; };
+    const auto scores_of = [&](int g) { return s + g * kTileRows * block_kv; };
+    const auto probs_of = [&](int g) { return probs + g * kTileRows * p_stride; };
 
     // Q.K^T, panel by panel: each panel serves every register tile of the
     // pass while it is in L1.
-    VF max_lanes[kMaxRowGroups * kRows];
-    for (int i = 0; i < n * kRows; ++i) max_lanes[i] = splat(kNegInf);
+    VF max_lanes[kMaxRowGroups * kTileRows];
+    for (int i = 0; i < n * kTileRows; ++i) max_lanes[i] = splat(kNegInf);
     for (std::int64_t panel = k_lo / kPanel; panel < k_hi / kPanel; ++panel) {
       const QkElem* kpanel = t.k + panel * Path::k_panel_elems(d);
       for (int g = 0; g < n; ++g) {
         if (panel * kPanel < group[g].k0 || panel * kPanel >= group[g].k1) continue;
-        with_rows(group[g].rows, [&]<int R>() {
+        with_rows_up_to<kTileRows>(group[g].rows, [&]<int R>() {
           if constexpr (kFallback) {
             if (f32) {
               path.template qk_f32<R>(q + group[g].r0 * q_stride, q_stride, d, kpanel,
                                       scores_of(g) + panel * kPanel, block_kv,
-                                      max_lanes + g * kRows);
+                                      max_lanes + g * kTileRows);
               return;
             }
           }
           Path::template qk<R>(q + group[g].r0 * q_stride, q_stride, d, kpanel,
-                               scores_of(g) + panel * kPanel, block_kv, max_lanes + g * kRows);
+                               scores_of(g) + panel * kPanel, block_kv, max_lanes + g * kTileRows);
         });
       }
     }
 
     for (int g = 0; g < n; ++g) {
-      softmax_rows(t, group[g], scores_of(g), probs_of(g), alpha + g * kRows, max_lanes + g * kRows,
-                   state, base);
+      softmax_rows(t, group[g], scores_of(g), probs_of(g), alpha + g * kTileRows,
+                   max_lanes + g * kTileRows, state, base);
     }
 
     // P.V, chunk by chunk of output columns; with several register tiles, in
@@ -438,8 +461,8 @@ struct FlashForward {
           const std::int64_t a = std::max(s0, group[g].k0);
           const std::int64_t b = std::min(s1, group[g].k1);
           if (a >= b) continue;
-          const float* scale = a == group[g].k0 ? alpha + g * kRows : ones;
-          with_rows(group[g].rows, [&]<int R>() {
+          const float* scale = a == group[g].k0 ? alpha + g * kTileRows : ones;
+          with_rows_up_to<kTileRows>(group[g].rows, [&]<int R>() {
             Path::template pv<R>(
                 probs_of(g) + Path::prob_row_elems(a), p_stride, b - a,
                 Path::v_chunk(t.v_head, panels * kPanel, t.cols.begin + a, col, dvp),
