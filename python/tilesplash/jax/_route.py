@@ -10,7 +10,10 @@ square, computed on the device; the choice is the library's rule (routing.h
 decide_route, through _core.decide_routes), run on the host by
 jax.pure_callback on the small [heads, candidates] table, so jit and scan
 trace it and no rule is written here. Memory: the scores of one head's
-sampled rows at a time, [samples, N], never N x N.
+sampled rows at a time, [samples, N], never N x N. A compensated layer
+(VideoSplashAttention(compensate=True)) sets Router.compensation: each
+candidate's compensation term (_compensation.sampled_terms) is merged into its
+sampled rows through the LSEs before the MSE, so the router scores what runs.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from .. import _core
 from .._checks import check_bool, check_float, check_int
 from .._methods import DEFAULT_METHOD, check_method
 from .._video import VideoAttention, check_error_target
+from ._compensation import sampled_terms
 
 
 class Routing:
@@ -107,6 +111,8 @@ class Router:
         self.scale = scale
         self._policy = ([float(d) for d in densities], density_budget, error)
         self.error = error
+        # (router_tables() device dict, block_q, block_kv): score compensated candidates.
+        self.compensation = None
 
     def samples(self, layer: int = 0, step: int = 0, device=None) -> Samples:
         """The host's part, which depends only on (seed, layer, step): the sampled
@@ -129,7 +135,12 @@ class Router:
         target met bool [heads], mse float32 [heads, candidates])."""
         check_heads(q, k, v, self.front.geometry.tokens)
         scale = self.scale if self.scale is not None else 1.0 / math.sqrt(q.shape[-1])
-        mse, power = _sampled_mse(q, k, v, samples.rows, samples.keep,
+        terms = None
+        if self.compensation is not None:
+            tables, block_q, block_kv = self.compensation
+            terms = sampled_terms(q, k, v, samples.rows, tables, block_q=block_q,
+                                  block_kv=block_kv, scale=float(scale))
+        mse, power = _sampled_mse(q, k, v, samples.rows, samples.keep, terms,
                                   n=self.front.geometry.tokens, scale=float(scale))
         heads = q.shape[0]
         index, met = jax.pure_callback(
@@ -198,23 +209,44 @@ def device_of(x):
 
 
 @partial(jax.jit, static_argnames=("n", "scale"))
-def _sampled_mse(q, k, v, rows, packed, *, n, scale):
+def _sampled_mse(q, k, v, rows, packed, terms, *, n, scale):
+    """(mse [heads, C], dense power [heads]); terms: None or sampled_terms()'s (lse
+    [H, C, r], out [H, C, r, dv]), merged into each candidate's rows through the LSEs."""
     keep = jnp.unpackbits(packed, axis=-1, count=n, bitorder="little").astype(bool)  # [C, r, N]
     highest = jax.lax.Precision.HIGHEST
 
-    def head(qkv):
-        qh, kh, vh = qkv
+    def head(args):
+        qh, kh, vh, term = args
         s = jnp.dot(qh[rows].astype(jnp.float32) * scale, kh.astype(jnp.float32).T,
                     precision=highest)
         vf = vh.astype(jnp.float32)
         dense = _masked_attention(s, None, vf)
 
-        def candidate(kc):
-            return jnp.mean(jnp.square(_masked_attention(s, kc, vf) - dense))
+        def candidate(args):
+            kc, term_c = args
+            out = _masked_attention(s, kc, vf)
+            if term_c is not None:
+                out = _merged(out, _masked_lse(s, kc), *term_c)
+            return jnp.mean(jnp.square(out - dense))
 
-        return jax.lax.map(candidate, keep), jnp.mean(jnp.square(dense))
+        return jax.lax.map(candidate, (keep, term)), jnp.mean(jnp.square(dense))
 
-    return jax.lax.map(head, (q, k, v))
+    return jax.lax.map(head, (q, k, v, terms))  # terms: [H, C, r, ..] -> per head [C, r, ..]
+
+
+def _masked_lse(s, keep):
+    """Natural log-sum-exp of s [r, N] over the kept keys; -inf where none is kept."""
+    return jax.scipy.special.logsumexp(jnp.where(keep, s, -jnp.inf), axis=-1)
+
+
+def _merged(out, lse, term_lse, term_out):
+    """Two normalised softmax parts (out [r, dv] with lse [r]; a term's) as one."""
+    top = jnp.maximum(lse, term_lse)
+    top = jnp.where(jnp.isfinite(top), top, 0.0)
+    a, b = jnp.exp(lse - top), jnp.exp(term_lse - top)
+    total = a + b
+    return jnp.where(total[:, None] > 0, (a[:, None] * out + b[:, None] * term_out)
+                     / jnp.where(total > 0, total, 1.0)[:, None], 0.0)
 
 
 def _masked_attention(s, keep, v):
