@@ -10,7 +10,7 @@ in jax.numpy (tilesplash/jax/_compensation.py) against the native pass.
 - VideoSplashAttention(compensate=True) against tilesplash.VideoAttention(...,
   compensate=True) (methods x sink x text): outputs, choices and the router's
   MSEs (which score the compensated candidates), an error target included;
-  under jax.jit as eagerly.
+  under jax.jit as eagerly; route(compensate=True) scores as native's router.
 """
 
 from __future__ import annotations
@@ -233,6 +233,24 @@ def test_error_target_choices_agree_with_native():
     _, dropped = _layers(geometry, options)[1](q[None], k[None], v[None], layout="bhnd")
     rungs = [[float(h["choice"].split("@")[1]) for h in r["heads"]] for r in (report, dropped)]
     assert rungs[0] != rungs[1] and all(a <= b for a, b in zip(*rungs)), rungs
+
+
+def test_route_scores_compensated_candidates_like_native():
+    geometry = VideoGeometry(6, 4, 16, text=20, text_at="before")
+    q, k, v = planted(geometry, KINDS, sharpness=4.0)
+    options = {"density": 0.3, "sink": True}
+    routing = tsj.route(*_arrays(q, k, v), geometry, compensate=True, block_q=64, block_kv=128,
+                        **options)
+    _, report = VideoAttention(geometry, block_q=64, block_kv=128, compensate=True, **options)(
+        q[None], k[None], v[None], layout="bhnd")
+    assert list(routing.choices) == [h["choice"] for h in report["heads"]]
+    expected = np.array([[h["mse"][name] for name in routing.candidates]
+                         for h in report["heads"]])
+    np.testing.assert_allclose(np.asarray(routing.mse), expected, rtol=1e-3, atol=1e-7)
+    with pytest.raises(ValueError, match="block_q, block_kv"):
+        tsj.route(*_arrays(q, k, v), geometry, compensate=True, **options)
+    with pytest.raises(ValueError, match="block_q, block_kv"):
+        tsj.route(*_arrays(q, k, v), geometry, block_q=64, block_kv=128, **options)
 
 
 def test_attend_under_jit_equals_eager_and_warmup_is_plain():

@@ -35,6 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._tile_tables import EMPTY, TileTable
+from ._plans import mask_tiles
 
 _CHUNK_ELEMENTS = 1 << 24
 """Score elements ([q-blocks, heads, block_q, tiles]) of one lax.map step."""
@@ -157,9 +158,11 @@ class CandidateTables(NamedTuple):
     skips: np.ndarray
 
 
-def candidate_tables(runs, tables, n: int, block_kv: int) -> CandidateTables:
-    """From VideoAttention.candidate_run() dicts and each one's main TileTable."""
-    visited = np.stack([visited_tiles(t) for t in tables])
+def candidate_tables(runs, n: int, block_q: int, block_kv: int) -> CandidateTables:
+    """From VideoAttention.candidate_run() dicts: each run's main plan (its run-order
+    mask over the n sequence keys, as Splash runs it) in block_q x block_kv tiles."""
+    visited = np.stack([visited_tiles(mask_tiles(run["run_mask"], n, n, block_q, block_kv))
+                        for run in runs])
     keep = np.ones((len(runs), n), bool)
     orders = np.stack([np.arange(n) if run["order"] is None else np.asarray(run["order"])
                        for run in runs]).astype(np.int64)

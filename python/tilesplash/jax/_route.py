@@ -30,7 +30,7 @@ from .. import _core
 from .._checks import check_bool, check_float, check_int
 from .._methods import DEFAULT_METHOD, check_method
 from .._video import VideoAttention, check_error_target
-from ._compensation import sampled_terms
+from ._compensation import candidate_tables, router_tables, sampled_terms
 
 
 class Routing:
@@ -113,6 +113,17 @@ class Router:
         self.error = error
         # (router_tables() device dict, block_q, block_kv): score compensated candidates.
         self.compensation = None
+
+    def compensate_with(self, block_q: int, block_kv: int):
+        """Score the compensated candidates from now on: each run's skipped tiles in
+        block_q x block_kv tiles (the heads' kernel's). Returns the CandidateTables, or
+        None when no candidate skips a tile (nothing to add; scoring unchanged)."""
+        runs = [self.front.candidate_run(name) for name in self.names]
+        tables = candidate_tables(runs, self.front.geometry.tokens, block_q, block_kv)
+        if not tables.skips.any():
+            return None
+        self.compensation = (router_tables(tables), block_q, block_kv)
+        return tables
 
     def samples(self, layer: int = 0, step: int = 0, device=None) -> Samples:
         """The host's part, which depends only on (seed, layer, step): the sampled
@@ -266,17 +277,21 @@ def _masked_attention(s, keep, v):
 @lru_cache(maxsize=16)
 def router_for(geometry_spec: str, method: str, density: float, band, sink: bool,
                text_full: bool, density_budget, samples: int, seed: int, scale, error=None,
-               densities=None) -> Router:
+               densities=None, tiles=None) -> Router:
     geometry = _core.VideoGeometry.parse(geometry_spec)
     front = VideoAttention(geometry, method=method, density=density, band=band, sink=sink,
                            text_full=text_full, density_budget=density_budget, samples=samples,
                            seed=seed, threads=1, error=error, densities=densities)
-    return Router(front, density_budget, scale, front.error)
+    router = Router(front, density_budget, scale, front.error)
+    if tiles is not None:  # (block_q, block_kv): compensated
+        router.compensate_with(*tiles)
+    return router
 
 
 def route(q, k, v, geometry, *, method=DEFAULT_METHOD, density=0.25, band=None, sink=False,
           text_full=True, density_budget=None, samples=64, seed=0, layer=0, step=0,
-          scale=None, error=None, densities=None) -> Routing:
+          scale=None, error=None, densities=None, compensate=False, block_q=None,
+          block_kv=None) -> Routing:
     """Sparse VideoGen's routing of every head of q, k, v ([heads, N, d] jax
     arrays in the original frame-major order, N = geometry.tokens), computed
     with jax.numpy on their device; the options mean what they mean for
@@ -285,7 +300,9 @@ def route(q, k, v, geometry, *, method=DEFAULT_METHOD, density=0.25, band=None, 
     Routing (per-head choices, MSEs, the permutation of token-major heads).
     error / densities: an error target and its density ladder, as for
     tilesplash.VideoAttention (Routing.target_met then says per head whether
-    a candidate met it).
+    a candidate met it). compensate=True scores each candidate with its
+    skipped tiles added (VideoAttention(compensate=True)'s router), in the
+    block_q x block_kv tiles its heads will run in (both required then).
     """
     if not isinstance(geometry, _core.VideoGeometry):
         raise TypeError(f"geometry: expected a tilesplash.VideoGeometry, got "
@@ -300,9 +317,17 @@ def route(q, k, v, geometry, *, method=DEFAULT_METHOD, density=0.25, band=None, 
     density = check_float(density, "density", "a float in (0, 1]")
     if density_budget is not None:
         density_budget = check_float(density_budget, "density_budget", "a float in (0, 1] or None")
+    tiles = None
+    if check_bool(compensate, "compensate"):
+        if block_q is None or block_kv is None:
+            raise ValueError("block_q, block_kv: compensate=True scores the tiles the heads "
+                             "run in; give both (the kernel's block_q and block_kv)")
+        tiles = (check_int(block_q, "block_q", 1), check_int(block_kv, "block_kv", 1))
+    elif block_q is not None or block_kv is not None:
+        raise ValueError("block_q, block_kv: they apply with compensate=True only")
     router = router_for(str(geometry), method, density, check_int(band, "band", 0, allow_none=True),
                         check_bool(sink, "sink"), check_bool(text_full, "text_full"),
                         density_budget, check_int(samples, "samples", 1),
                         check_int(seed, "seed", 0, maximum=2**64 - 1), scale, error,
-                        None if densities is None else tuple(densities))
+                        None if densities is None else tuple(densities), tiles)
     return router(q, k, v, layer, step)

@@ -40,7 +40,7 @@ from .._methods import DEFAULT_METHOD, method_flag
 from .._checks import check_bool, check_int
 from .._video import VideoAttention
 from .._tile_tables import TileTable
-from ._compensation import candidate_tables, compensate, pooled_tiles, router_tables
+from ._compensation import compensate, pooled_tiles
 from ._kernel import check_kernel_blocks, kernel_output, make_kernel, scaled, splash_attention
 from ._mask_info import build_stacked_info
 from ._plans import mask_tiles
@@ -94,16 +94,10 @@ class VideoSplashAttention:
         if any(run["kv_order"] is not None for run in self._runs):
             raise ValueError(f"method: {method!r} has candidates with their own key order, "
                              "which VideoSplashAttention does not run")
-        self._compensation = None  # CandidateTables when some candidate skips a tile
-        if self.compensate:
-            n = self.geometry.tokens
-            tables = candidate_tables(
-                self._runs, [mask_tiles(run["run_mask"], n, n, self.block_q, self.block_kv)
-                             for run in self._runs], n, self.block_kv)
-            if tables.skips.any():
-                self._compensation = tables
-                self.router.compensation = (router_tables(tables), self.block_q,
-                                            self.block_kv)
+        # CandidateTables when some candidate skips a tile; the router then scores the
+        # compensated candidates too.
+        self._compensation = self.router.compensate_with(self.block_q, self.block_kv) \
+            if self.compensate else None
         self._stacked = None  # built on the first routed call
         self._dense = None
 
