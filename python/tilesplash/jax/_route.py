@@ -10,8 +10,9 @@ square, computed on the device; the choice is the library's rule (routing.h
 decide_route, through _core.decide_routes), run on the host by
 jax.pure_callback on the small [heads, candidates] table, so jit and scan
 trace it and no rule is written here. Memory: the scores of one head's
-sampled rows at a time, [samples, N], never N x N. A compensated layer
-(VideoSplashAttention(compensate=True)) sets Router.compensation: each
+sampled rows at a time, [samples, N], never N x N. Compensated routing
+(route(compensate=True), VideoSplashAttention(compensate=True)) sets
+Router.compensation (Router.compensate_with): each
 candidate's compensation term (_compensation.sampled_terms) is merged into its
 sampled rows through the LSEs before the MSE, so the router scores what runs.
 """
