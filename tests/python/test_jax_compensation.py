@@ -264,6 +264,14 @@ def test_attend_under_jit_equals_eager_and_warmup_is_plain():
     eager, routing = layer(q, k, v, layer=2, step=3)
     np.testing.assert_array_equal(np.asarray(out), np.asarray(eager))
     np.testing.assert_array_equal(np.asarray(index), np.asarray(routing.index))
+    # Another choice pattern, compensated, runs the same compiled function.
+    from tilesplash.jax._video import _routed_forward
+
+    compiled = _routed_forward._cache_size()
+    shuffled = [KINDS[i] for i in (1, 0, 3, 2, 4)]
+    _, other = layer(*_arrays(*planted(geometry, shuffled, seed=1)), layer=2, step=3)
+    assert list(other.choices) == shuffled and list(routing.choices) == KINDS
+    assert _routed_forward._cache_size() == compiled
     warm, none = layer(q, k, v, layer=0)  # dense warm-up: nothing skipped, nothing added
     assert none is None
     plain = tsj.VideoSplashAttention(geometry, density=0.3, sink=True, block_q=64,
