@@ -13,6 +13,9 @@ adds what tilesplash's own kernel guarantees and Splash's does not:
   zero-padded mask) and the padded query rows are dropped from the output.
 - rows that keep no key give 0 and lse = -inf (Splash would average the
   masked values or divide by zero).
+- compensate=True: every key tile a q-block's plan skips is added through its
+  keys' mean key and value, merged through Splash's lse (_compensation.py),
+  as tilesplash.attention(compensate=True) does.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ import numpy as np
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as _splash
 from jax.experimental.pallas.ops.tpu.splash_attention.splash_attention_mask_info import MaskInfo
 
+from .._checks import check_bool
+from ._compensation import compensate, pooled_tiles, skips_any, visited_tiles
 from ._mask_info import build_mask_info
 from ._plans import check_lengths, check_masks, mask_tiles
 
@@ -58,7 +63,7 @@ def _mask_info(masks, q_len, kv_len, block_q, block_kv) -> MaskInfo:
 
 
 def splash_attention(masks, q_len, kv_len=None, *, block_q, block_kv, scale=None,
-                     interpret=False) -> "SplashAttention":
+                     interpret=False, compensate=False) -> "SplashAttention":
     """A callable (q, k, v) -> out running Splash's Pallas kernel (forward)
     with the MaskInfo of `masks` (a mask for every head, or one per head).
 
@@ -70,14 +75,26 @@ def splash_attention(masks, q_len, kv_len=None, *, block_q, block_kv, scale=None
     must be a multiple of 128 and block_q of 8 (Splash's TPU tiles); lengths
     need not be multiples of them. interpret=True runs the kernel in Pallas'
     interpreter on any JAX backend (CPU tests). Forward only: no gradient.
+    compensate=True adds every tile a q-block's plan skips (block_q x block_kv
+    tiles of the mask as given) through its keys' mean key and value, merged
+    through the log-sum-exp: tilesplash.attention(compensate=True)'s term
+    (docs/jax.md, "Compensation"); a plan that skips nothing runs as without it.
     """
     masks, per_head = check_masks(masks)
     q_len, kv_len, block_q, block_kv = check_lengths(q_len, kv_len, block_q, block_kv)
     check_kernel_blocks(block_q, block_kv)
+    check_bool(compensate, "compensate")
     info = _mask_info(masks, q_len, kv_len, block_q, block_kv)
-    return SplashAttention(info, q_len, kv_len, block_q, block_kv,
-                           heads=len(masks) if per_head and len(set(masks)) > 1 else None,
-                           scale=scale, interpret=interpret)
+    heads = len(masks) if per_head and len(set(masks)) > 1 else None
+    visited = None
+    if compensate:
+        distinct = masks if heads is not None else masks[:1]
+        visited = np.stack([visited_tiles(mask_tiles(m, q_len, kv_len, block_q, block_kv))
+                            for m in distinct])
+        if not skips_any(visited, None, kv_len, block_kv):
+            visited = None  # nothing skipped: exactly the uncompensated call
+    return SplashAttention(info, q_len, kv_len, block_q, block_kv, heads=heads, scale=scale,
+                           interpret=interpret, visited=visited)
 
 
 def check_kernel_blocks(block_q: int, block_kv: int) -> None:
@@ -91,7 +108,7 @@ class SplashAttention:
     """Splash's forward kernel on one MaskInfo; call it as fn(q, k, v)."""
 
     def __init__(self, info: MaskInfo, q_len: int, kv_len: int, block_q: int, block_kv: int, *,
-                 heads: int | None, scale, interpret: bool):
+                 heads: int | None, scale, interpret: bool, visited=None):
         if scale is not None:
             if isinstance(scale, bool) or not isinstance(scale, (int, float, np.floating)) \
                     or not (math.isfinite(scale) and scale > 0):
@@ -104,6 +121,9 @@ class SplashAttention:
         self.heads = heads  # None: any number of heads share the mask
         self.scale = None if scale is None else float(scale)
         self.interpret = interpret
+        # bool [heads | 1, q_blocks, kv_blocks] of the plan: compensation on (None: off,
+        # or on with nothing skipped).
+        self._visited = None if visited is None else jnp.asarray(visited)
         self._kernel = make_kernel(jax.tree_util.tree_map(jnp.asarray, info), block_q, block_kv,
                                    interpret)
 
@@ -114,7 +134,8 @@ class SplashAttention:
         scale = self.scale if self.scale is not None else 1.0 / math.sqrt(q.shape[-1])
         q_pad = -self.q_len % self.block_q
         kv_pad = -self.kv_len % self.block_kv
-        out, lse = _forward(self._kernel, q, k, v, scale=scale, q_pad=q_pad, kv_pad=kv_pad)
+        out, lse = _forward(self._kernel, q, k, v, self._visited, scale=scale, q_pad=q_pad,
+                            kv_pad=kv_pad, block_q=self.block_q, block_kv=self.block_kv)
         return (out, lse) if return_lse else out
 
     def _check(self, q, k, v):
@@ -141,13 +162,20 @@ class SplashAttention:
             raise ValueError(f"k: heads {k.shape[0]} must divide q's heads ({q.shape[0]})")
 
 
-@partial(jax.jit, static_argnames=("scale", "q_pad", "kv_pad"))
-def _forward(kernel, q, k, v, *, scale, q_pad, kv_pad):
+@partial(jax.jit, static_argnames=("scale", "q_pad", "kv_pad", "block_q", "block_kv"))
+def _forward(kernel, q, k, v, visited, *, scale, q_pad, kv_pad, block_q, block_kv):
     q_len = q.shape[1]
-    q = jnp.pad(scaled(q, scale), ((0, 0), (0, q_pad), (0, 0)))
-    k = jnp.pad(k, ((0, 0), (0, kv_pad), (0, 0)))
-    v = jnp.pad(v, ((0, 0), (0, kv_pad), (0, 0)))
-    return kernel_output(kernel, q, k, v, q_len)
+    out, lse = kernel_output(kernel, jnp.pad(scaled(q, scale), ((0, 0), (0, q_pad), (0, 0))),
+                             jnp.pad(k, ((0, 0), (0, kv_pad), (0, 0))),
+                             jnp.pad(v, ((0, 0), (0, kv_pad), (0, 0))), q_len)
+    if visited is None:
+        return out, lse
+    # Every key of the call is pooled (the padding is not a key); grouped q heads
+    # share their kv head's means, as Splash maps head h to kv head h // group.
+    keys, values, log_count = pooled_tiles(k, v, block_kv)
+    group = q.shape[0] // k.shape[0]
+    pooled = (jnp.repeat(keys, group, axis=0), jnp.repeat(values, group, axis=0), log_count)
+    return compensate(q, out, lse, pooled, visited, scale, block_q)
 
 
 def make_kernel(info: MaskInfo, block_q: int, block_kv: int, interpret: bool):

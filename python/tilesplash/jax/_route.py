@@ -10,7 +10,11 @@ square, computed on the device; the choice is the library's rule (routing.h
 decide_route, through _core.decide_routes), run on the host by
 jax.pure_callback on the small [heads, candidates] table, so jit and scan
 trace it and no rule is written here. Memory: the scores of one head's
-sampled rows at a time, [samples, N], never N x N.
+sampled rows at a time, [samples, N], never N x N. Compensated routing
+(route(compensate=True), VideoSplashAttention(compensate=True)) sets
+Router.compensation (Router.compensate_with): each
+candidate's compensation term (_compensation.sampled_terms) is merged into its
+sampled rows through the LSEs before the MSE, so the router scores what runs.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from .. import _core
 from .._checks import check_bool, check_float, check_int
 from .._methods import DEFAULT_METHOD, check_method
 from .._video import VideoAttention, check_error_target
+from ._compensation import candidate_tables, router_tables, sampled_terms
 
 
 class Routing:
@@ -107,6 +112,19 @@ class Router:
         self.scale = scale
         self._policy = ([float(d) for d in densities], density_budget, error)
         self.error = error
+        # (router_tables() device dict, block_q, block_kv): score compensated candidates.
+        self.compensation = None
+
+    def compensate_with(self, block_q: int, block_kv: int):
+        """Score the compensated candidates from now on: each run's skipped tiles in
+        block_q x block_kv tiles (the heads' kernel's). Returns the CandidateTables, or
+        None when no candidate skips a tile (nothing to add; scoring unchanged)."""
+        runs = [self.front.candidate_run(name) for name in self.names]
+        tables = candidate_tables(runs, self.front.geometry.tokens, block_q, block_kv)
+        if not tables.skips.any():
+            return None
+        self.compensation = (router_tables(tables), block_q, block_kv)
+        return tables
 
     def samples(self, layer: int = 0, step: int = 0, device=None) -> Samples:
         """The host's part, which depends only on (seed, layer, step): the sampled
@@ -129,7 +147,12 @@ class Router:
         target met bool [heads], mse float32 [heads, candidates])."""
         check_heads(q, k, v, self.front.geometry.tokens)
         scale = self.scale if self.scale is not None else 1.0 / math.sqrt(q.shape[-1])
-        mse, power = _sampled_mse(q, k, v, samples.rows, samples.keep,
+        terms = None
+        if self.compensation is not None:
+            tables, block_q, block_kv = self.compensation
+            terms = sampled_terms(q, k, v, samples.rows, tables, block_q=block_q,
+                                  block_kv=block_kv, scale=float(scale))
+        mse, power = _sampled_mse(q, k, v, samples.rows, samples.keep, terms,
                                   n=self.front.geometry.tokens, scale=float(scale))
         heads = q.shape[0]
         index, met = jax.pure_callback(
@@ -198,23 +221,44 @@ def device_of(x):
 
 
 @partial(jax.jit, static_argnames=("n", "scale"))
-def _sampled_mse(q, k, v, rows, packed, *, n, scale):
+def _sampled_mse(q, k, v, rows, packed, terms, *, n, scale):
+    """(mse [heads, C], dense power [heads]); terms: None or sampled_terms()'s (lse
+    [H, C, r], out [H, C, r, dv]), merged into each candidate's rows through the LSEs."""
     keep = jnp.unpackbits(packed, axis=-1, count=n, bitorder="little").astype(bool)  # [C, r, N]
     highest = jax.lax.Precision.HIGHEST
 
-    def head(qkv):
-        qh, kh, vh = qkv
+    def head(args):
+        qh, kh, vh, term = args
         s = jnp.dot(qh[rows].astype(jnp.float32) * scale, kh.astype(jnp.float32).T,
                     precision=highest)
         vf = vh.astype(jnp.float32)
         dense = _masked_attention(s, None, vf)
 
-        def candidate(kc):
-            return jnp.mean(jnp.square(_masked_attention(s, kc, vf) - dense))
+        def candidate(args):
+            kc, term_c = args
+            out = _masked_attention(s, kc, vf)
+            if term_c is not None:
+                out = _merged(out, _masked_lse(s, kc), *term_c)
+            return jnp.mean(jnp.square(out - dense))
 
-        return jax.lax.map(candidate, keep), jnp.mean(jnp.square(dense))
+        return jax.lax.map(candidate, (keep, term)), jnp.mean(jnp.square(dense))
 
-    return jax.lax.map(head, (q, k, v))
+    return jax.lax.map(head, (q, k, v, terms))  # terms: [H, C, r, ..] -> per head [C, r, ..]
+
+
+def _masked_lse(s, keep):
+    """Natural log-sum-exp of s [r, N] over the kept keys; -inf where none is kept."""
+    return jax.scipy.special.logsumexp(jnp.where(keep, s, -jnp.inf), axis=-1)
+
+
+def _merged(out, lse, term_lse, term_out):
+    """Two normalised softmax parts (out [r, dv] with lse [r]; a term's) as one."""
+    top = jnp.maximum(lse, term_lse)
+    top = jnp.where(jnp.isfinite(top), top, 0.0)
+    a, b = jnp.exp(lse - top), jnp.exp(term_lse - top)
+    total = a + b
+    return jnp.where(total[:, None] > 0, (a[:, None] * out + b[:, None] * term_out)
+                     / jnp.where(total > 0, total, 1.0)[:, None], 0.0)
 
 
 def _masked_attention(s, keep, v):
@@ -234,17 +278,21 @@ def _masked_attention(s, keep, v):
 @lru_cache(maxsize=16)
 def router_for(geometry_spec: str, method: str, density: float, band, sink: bool,
                text_full: bool, density_budget, samples: int, seed: int, scale, error=None,
-               densities=None) -> Router:
+               densities=None, tiles=None) -> Router:
     geometry = _core.VideoGeometry.parse(geometry_spec)
     front = VideoAttention(geometry, method=method, density=density, band=band, sink=sink,
                            text_full=text_full, density_budget=density_budget, samples=samples,
                            seed=seed, threads=1, error=error, densities=densities)
-    return Router(front, density_budget, scale, front.error)
+    router = Router(front, density_budget, scale, front.error)
+    if tiles is not None:  # (block_q, block_kv): compensated
+        router.compensate_with(*tiles)
+    return router
 
 
 def route(q, k, v, geometry, *, method=DEFAULT_METHOD, density=0.25, band=None, sink=False,
           text_full=True, density_budget=None, samples=64, seed=0, layer=0, step=0,
-          scale=None, error=None, densities=None) -> Routing:
+          scale=None, error=None, densities=None, compensate=False, block_q=None,
+          block_kv=None) -> Routing:
     """Sparse VideoGen's routing of every head of q, k, v ([heads, N, d] jax
     arrays in the original frame-major order, N = geometry.tokens), computed
     with jax.numpy on their device; the options mean what they mean for
@@ -253,7 +301,9 @@ def route(q, k, v, geometry, *, method=DEFAULT_METHOD, density=0.25, band=None, 
     Routing (per-head choices, MSEs, the permutation of token-major heads).
     error / densities: an error target and its density ladder, as for
     tilesplash.VideoAttention (Routing.target_met then says per head whether
-    a candidate met it).
+    a candidate met it). compensate=True scores each candidate with its
+    skipped tiles added (VideoAttention(compensate=True)'s router), in the
+    block_q x block_kv tiles its heads will run in (both required then).
     """
     if not isinstance(geometry, _core.VideoGeometry):
         raise TypeError(f"geometry: expected a tilesplash.VideoGeometry, got "
@@ -268,9 +318,17 @@ def route(q, k, v, geometry, *, method=DEFAULT_METHOD, density=0.25, band=None, 
     density = check_float(density, "density", "a float in (0, 1]")
     if density_budget is not None:
         density_budget = check_float(density_budget, "density_budget", "a float in (0, 1] or None")
+    tiles = None
+    if check_bool(compensate, "compensate"):
+        if block_q is None or block_kv is None:
+            raise ValueError("block_q, block_kv: compensate=True scores the tiles the heads "
+                             "run in; give both (the kernel's block_q and block_kv)")
+        tiles = (check_int(block_q, "block_q", 1), check_int(block_kv, "block_kv", 1))
+    elif block_q is not None or block_kv is not None:
+        raise ValueError("block_q, block_kv: they apply with compensate=True only")
     router = router_for(str(geometry), method, density, check_int(band, "band", 0, allow_none=True),
                         check_bool(sink, "sink"), check_bool(text_full, "text_full"),
                         density_budget, check_int(samples, "samples", 1),
                         check_int(seed, "seed", 0, maximum=2**64 - 1), scale, error,
-                        None if densities is None else tuple(densities))
+                        None if densities is None else tuple(densities), tiles)
     return router(q, k, v, layer, step)

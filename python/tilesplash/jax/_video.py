@@ -16,6 +16,11 @@ choices gathered on the device, and each head's row order is a gather too,
 so every choice pattern runs the same compiled function with no host round
 trip between routing and attention. Warm-up calls (and force="dense") run a
 dense kernel.
+
+compensate=True adds, after the kernel and before the scatter back, every key
+tile each head's main plan skips, pooled over its run-order keys less the sink
+segment's (_compensation.py; as native's compensate_band), and the router
+scores the compensated candidates, as the native and flex routers do.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from .._methods import DEFAULT_METHOD, method_flag
 from .._checks import check_bool, check_int
 from .._video import VideoAttention
 from .._tile_tables import TileTable
+from ._compensation import compensate, pooled_tiles
 from ._kernel import check_kernel_blocks, kernel_output, make_kernel, scaled, splash_attention
 from ._mask_info import build_stacked_info
 from ._plans import mask_tiles
@@ -49,7 +55,11 @@ class VideoSplashAttention:
     tilesplash.jax.splash_attention with each head's mask): same candidates,
     same sampled rows, same decisions. block_q / block_kv: Splash's tiles
     (block_kv a multiple of 128, block_q of 8); scale: default 1/sqrt(d);
-    interpret=True runs Pallas' interpreter (CPU).
+    interpret=True runs Pallas' interpreter (CPU). compensate=True adds what
+    each head's plan skips through its tiles' mean key and value (as
+    tilesplash.VideoAttention(compensate=True) with the same block_q and
+    block_kv) and routes on the compensated candidates; warm-up and dense heads
+    skip nothing.
 
     Call it with q, k, v [heads, N, d] (or [batch, heads, N, d]) jax arrays in
     the original frame-major order (N = geometry.tokens): returns (out, routing),
@@ -62,7 +72,7 @@ class VideoSplashAttention:
     def __init__(self, geometry, *, method=DEFAULT_METHOD, density=0.25, band=None, sink=False,
                  text_full=True, density_budget=None, dense_layers=0, dense_steps=0, samples=64,
                  seed=0, force=None, block_q=512, block_kv=512, scale=None, interpret=False,
-                 error=None, densities=None):
+                 error=None, densities=None, compensate=False):
         self.front = VideoAttention(geometry, method=method, density=density, band=band,
                                     sink=sink, text_full=text_full, density_budget=density_budget,
                                     dense_layers=dense_layers, dense_steps=dense_steps,
@@ -78,11 +88,16 @@ class VideoSplashAttention:
         self.interpret = check_bool(interpret, "interpret")
         self.dense_layers, self.dense_steps = dense_layers, dense_steps
         self.force = force
+        self.compensate = check_bool(compensate, "compensate")
         self.router = Router(self.front, density_budget, self.scale, self.front.error)
         self._runs = [self.front.candidate_run(name) for name in self.router.names]
         if any(run["kv_order"] is not None for run in self._runs):
             raise ValueError(f"method: {method!r} has candidates with their own key order, "
                              "which VideoSplashAttention does not run")
+        # CandidateTables when some candidate skips a tile; the router then scores the
+        # compensated candidates too.
+        self._compensation = self.router.compensate_with(self.block_q, self.block_kv) \
+            if self.compensate else None
         self._stacked = None  # built on the first routed call
         self._dense = None
 
@@ -202,7 +217,11 @@ class VideoSplashAttention:
             "order": jnp.asarray(orders), "inverse": jnp.asarray(inverse),
             "segment_keys": jnp.asarray(np.stack(segment_keys).astype(np.int32))
             if segment_blocks else None,
+            "visited": None, "keep": None,
         }
+        if self._compensation is not None:
+            arrays["visited"] = jnp.asarray(self._compensation.visited)
+            arrays["keep"] = jnp.asarray(self._compensation.keep)
         static = {"block_q": bq, "block_kv": bkv, "interpret": self.interpret,
                   "main_len": -(-n // bkv) * bkv, "segment_len": segment_blocks * bkv}
         return arrays, static
@@ -234,5 +253,11 @@ def _routed_forward(arrays, index, q, k, v, *, scale, block_q, block_kv, interpr
         pad = ((0, 0), (0, segment_len - keys.shape[1]), (0, 0))
         k_all = jnp.concatenate([k_all, jnp.pad(gather(k_run, keys), pad)], axis=1)
         v_all = jnp.concatenate([v_all, jnp.pad(gather(v_run, keys), pad)], axis=1)
-    out, _ = kernel_output(kernel, q_run, k_all, v_all, n)
+    out, lse = kernel_output(kernel, q_run, k_all, v_all, n)
+    if arrays["visited"] is not None:
+        # Each head's main plan's skipped tiles, pooled over its run-order keys less
+        # its sink segment's; merging before the scatter back is the same sum.
+        pooled = pooled_tiles(k_run, v_run, block_kv, arrays["keep"][index])
+        out, lse = compensate(gather(q, rows), out, lse, pooled, arrays["visited"][index],
+                              scale, block_q)
     return gather(out, back)
