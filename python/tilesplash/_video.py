@@ -21,8 +21,8 @@ from ._dist.agreement import DERIVED, PER_RANK
 from ._flex.settings import current as flex_settings
 from ._dist.group import check_timeout
 from ._mask import Mask
-from ._method_options import check_method_options
-from ._methods import DEFAULT_METHOD, check_method, cluster_choice, method_flag, method_names
+from ._method_options import check_error_target, check_method_options
+from ._methods import DEFAULT_METHOD, check_method, method_flag, method_names
 from ._threading import check_context, core_of
 from ._video_group import GroupForward
 from ._tensors import call_arrays, check_layout, check_qkv, torch_module
@@ -360,7 +360,7 @@ class VideoAttention(GroupForward):
         head): "batch", "head", "choice" ("dense", a candidate's name such as
         "spatial", "temporal", "radial", "sta:3x3x3", or "svg2"), "family" (its
         mask family: "spatial" for "spatial@0.05", "sta" for "sta:3x3x3"),
-        "rung" (an error target's ladder density; 0 off a ladder), "routed",
+        "rung" (an error target's ladder density, a pooled head's p; 0 off a ladder), "routed",
         "mse_spatial", "mse_temporal" (None when not routed or not a candidate),
         "mse" ({candidate name: sampled MSE against dense}, empty when not
         routed), "error" (the choice's sampled relative L2 error against dense;
@@ -488,26 +488,3 @@ def detached(q, k, v):
         return q, k, v
     return tuple(x.detach() if isinstance(x, torch.Tensor) and x.requires_grad else x
                  for x in (q, k, v))
-
-
-def check_error_target(error, densities, method=None):
-    """(error, densities) checked (by the library's rules) for VideoAttention: floats, or None.
-    With `method`, also what the method allows: no ladder for svg2's clusters. Shared with
-    tilesplash.diffusers.enable, so it refuses at once what a layer's first call would."""
-    if error is not None:
-        error = check_float(error, "error", "a relative L2 error > 0 (e.g. 0.05) or None")
-        _core.check_error_target(error)
-    if densities is not None and error is None:
-        raise ValueError("densities: a density ladder applies with error= only (give error too)")
-    if (error is not None and method is not None and method_flag(method, "data_driven")
-            and method_flag(method, "choice") == cluster_choice()):
-        raise ValueError(f"error: method {method!r} runs each head's own clusters and has no "
-                         f"density ladder; use a method with candidates (svg, radial, sta, ...)")
-    if densities is not None:
-        if isinstance(densities, (str, bytes)) or not hasattr(densities, "__iter__"):
-            raise TypeError(f"densities: expected a sequence of floats in (0, 1] or None, got "
-                            f"{type(densities).__name__}")
-        densities = [check_float(d, f"densities[{i}]", "a float in (0, 1]")
-                     for i, d in enumerate(densities)]
-        _core.check_density_ladder(densities)
-    return error, densities

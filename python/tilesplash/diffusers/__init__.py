@@ -45,10 +45,9 @@ from .._backends import BACKENDS, check_backend
 from .._checks import (MAX_THREADS, check_bool, check_fraction, check_granularity, check_int,
                        check_precision, prefixed)
 from .._dist import check_timeout
-from .._method_options import check_method_options
+from .._method_options import check_error_target, check_method_options
 from .._methods import DEFAULT_METHOD, check_method, method_flag
 from .._threading import check_context
-from .._video import check_error_target
 from ._fidelity import Fidelity
 from ._fidelity_run import fidelity, plot_fidelity
 from ._report import plot, summarize, summary_table
