@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 
 #include "support/shell.h"
 #include "tilesplash/methods.h"
@@ -109,6 +110,35 @@ TEST(VideoCli, RouteRunsEveryRegisteredMethod) {
   const Result bad = run("route --geometry frames=2,height=2,width=2 --method radial --band 3");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.out.find("applies to method 'svg' only"), std::string::npos) << bad.out;
+}
+
+// Pooled's options and the mix's families as flags: the heads run them, and a
+// flag of another method or out of range is refused by name.
+TEST(VideoCli, RouteTakesPooledFlagsAndMixFamilies) {
+  const std::string geometry = "route --geometry frames=4,height=16,width=16 --head-dim 16 ";
+  Result r = run(geometry + "--heads 2 --json --method pooled --p 1 --floor 2 --gate -1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  for (const auto& head : nlohmann::json::parse(r.out).at("heads")) {
+    EXPECT_EQ(head.at("choice").get<std::string>(), "pooled");
+    EXPECT_EQ(head.at("family").get<std::string>(), "pooled");
+  }
+  r = run(geometry + "--heads 2 --json --method mix --families spatial,temporal,pooled");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  for (const auto& head : nlohmann::json::parse(r.out).at("heads")) {
+    EXPECT_TRUE(head.at("routed").get<bool>());
+    EXPECT_EQ(head.at("mse").size(), 2u);  // the shared candidates: spatial, temporal
+  }
+  const std::array<std::pair<const char*, const char*>, 4> bad = {{
+      {"--method pooled --p 1.5", "--p: expected a number in (0, 1]"},
+      {"--method pooled --gate -2", "--gate: expected a number in [-1, 1]"},
+      {"--method radial --floor 2", "floor: applies to heads that rank their own pooled"},
+      {"--method mix --families spatial,svg2", "families[1]: expected"},
+  }};
+  for (const auto& [args, message] : bad) {
+    const Result e = run(geometry + args);
+    EXPECT_NE(e.exit_code, 0) << args;
+    EXPECT_NE(e.out.find(message), std::string::npos) << args << ": " << e.out;
+  }
 }
 
 TEST(VideoCli, RouteErrorsAreBadInput) {

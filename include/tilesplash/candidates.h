@@ -105,6 +105,19 @@ struct MethodOptions {
   // Methods that take a band (MethodInfo::takes_band, svg): the shared band's
   // half-width in tokens instead of the one that meets density.
   std::optional<std::int64_t> band = std::nullopt;
+  // Methods whose heads rank their own pooled key tiles (pooled.h: "pooled",
+  // and "mix" with it among its families); unset: PooledOptions' defaults.
+  // p: keep each query tile's key tiles to this cumulative pooled mass
+  // instead of meeting density, in (0, 1] (not with an error target, whose
+  // ladder is p); floor: key tiles kept per query tile at least, >= 0; gate:
+  // key tiles less self-similar than this are always kept, in [-1, 1].
+  std::optional<double> p = std::nullopt;
+  std::optional<std::int64_t> floor = std::nullopt;
+  std::optional<double> gate = std::nullopt;
+  // Methods that route among other methods' masks ("mix"): the registered
+  // methods it routes among, each a mask family with candidates or a method
+  // whose heads rank their own pooled tiles; empty: every mask family.
+  std::vector<std::string> families = {};
 };
 
 // The candidate list of a registered method (methods.h), every candidate

@@ -156,7 +156,10 @@ struct VideoAttentionOptions {
   std::optional<ClusterOptions> clusters;
   // Pooled scores (pooled.h): every head past the warm-up keeps the key
   // tiles its own pooled Q and K rank to the options' p or density;
-  // exclusive with candidates and clusters. Its tiles are options.pooled's
+  // exclusive with clusters. Beside candidates (a mix with pooled among its
+  // families), each routed head's selection is one more choice the router
+  // scores on the head's own sampled rows (pooled_sampled_errors, drop-only)
+  // and runs when the rule picks it; choice and family "pooled". Its tiles are options.pooled's
   // blocks, whatever `blocks` says; with an error target each head takes
   // the smallest p of pooled_p_ladder() that meets it on the sampled rows.
   std::optional<PooledOptions> pooled;
@@ -189,7 +192,8 @@ struct HeadReport {
   // "spatial@0.05", "sta" for "sta:3x3x3@0.1"; "dense"; the cluster choice,
   // "svg2"; a candidate of no registered family: its MaskCandidate::family,
   // else its name) and its rung, the ladder density of an error target's
-  // candidate (MaskCandidate::rung; 0 for any other choice).
+  // candidate (MaskCandidate::rung), or a pooled head's p with an error
+  // target (0 for any other choice).
   std::string family = "dense";
   double rung = 0.0;
   bool routed = false;  // false for warm-up or forced heads
@@ -227,11 +231,15 @@ struct LayerReport {
 
 // MSEs of the sampled rows' outputs under every candidate against dense.
 struct RouteDecision {
-  HeadMask choice;            // decide_route()'s choice
-  std::size_t index = 0;      // of the choice in VideoAttention::candidates()
-  bool target_met = true;     // decide_route()'s
-  std::vector<double> mse;    // per candidate
-  std::vector<double> error;  // per candidate: sampled_error(mse, power of the dense rows)
+  HeadMask choice;         // decide_route()'s choice
+  std::size_t index = 0;   // of the choice in VideoAttention::candidates()
+  bool target_met = true;  // decide_route()'s
+  // Per candidate, then (options.pooled beside candidates) per pooled
+  // selection the head was scored on: its one selection, or every rung of
+  // pooled_p_ladder() with an error target; index may point past the
+  // candidates there, and choice is then the pooled choice.
+  std::vector<double> mse;
+  std::vector<double> error;  // likewise: sampled_error(mse, power of the dense rows)
   double mse_spatial = 0.0;   // of "spatial"; NaN when there is none
   double mse_temporal = 0.0;  // of "temporal"; NaN when there is none
 };
@@ -260,8 +268,12 @@ struct ErrorTarget {
 // the floor leaves it room). With an error target: error set and
 // candidates = ladder_candidates(method, ...) on its ladder (the one setup
 // of the CLI's --error and Python's error=; no band, no data-driven
-// method). options.band with a method that takes none is an error ("band:
-// ..."). The rest (warm-up, router, blocks, threads) stays default for the
+// method). Pooled options (pooled: instead of candidates; mix with it in
+// options.families: beside them) come from options.density or p, floor and
+// gate. options.band with a method that takes none is an error ("band:
+// ..."), and so are p, floor or gate where no head ranks pooled tiles
+// ("p: ..."), families with a method that routes none ("families: ...") and
+// p with an error target. The rest (warm-up, router, blocks, threads) stays default for the
 // caller to set. Throws std::invalid_argument naming the valid methods.
 VideoAttentionOptions method_attention_options(
     std::string_view method, const VideoGeometry& geometry, const MethodOptions& options = {},
@@ -297,7 +309,8 @@ Fields head_fields(const HeadReport& head, std::span<const MaskCandidate> candid
 // heads run (the candidates' names; the default method's mask names, at
 // every rung with an error target, without candidates; the cluster choice
 // with clusters). The front door rejects any
-// other name.
+// other name. With pooled options beside candidates, the pooled choice
+// and the candidates' names.
 std::vector<std::string> force_names(const VideoAttentionOptions& options);
 
 // Owns its kernel runner, plan cache and scratch buffers, and runs everything

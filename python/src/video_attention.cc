@@ -150,6 +150,19 @@ nb::object cluster_options_dict(const VideoGeometry& geometry, const VideoAttent
   return result;
 }
 
+// The pooled options heads rank their own key tiles with (pooled, or a mix
+// with it among its families); None when none does.
+nb::object pooled_options_dict(const VideoAttentionOptions& o) {
+  if (!o.pooled) return nb::none();
+  const PooledOptions& pooled = *o.pooled;
+  nb::dict result;
+  result["p"] = pooled.p;
+  result["floor"] = pooled.floor;
+  result["gate"] = pooled.gate;
+  result["density"] = pooled.density ? nb::cast(*pooled.density) : nb::none();
+  return result;
+}
+
 // The library's LayoutVideoAttention, its calls serialised by a mutex taken
 // after the GIL is released (a waiting thread never blocks the interpreter).
 class PyVideoAttention {
@@ -260,15 +273,19 @@ void bind_video_attention(nb::module_& m) {
              std::optional<std::int64_t> block_kv, std::optional<float> scale,
              PyThreadingContext* context, const std::string& precision, std::optional<double> error,
              std::optional<std::vector<double>> densities, const std::string& granularity,
-             bool compensate) {
+             bool compensate, std::optional<double> p, std::optional<std::int64_t> floor,
+             std::optional<double> gate, std::optional<std::vector<std::string>> families) {
             if (densities && !error) {
               throw std::invalid_argument(
                   "densities: a density ladder applies with error= only (give error too)");
             }
             std::optional<ErrorTarget> target;
             if (error) target = ErrorTarget{*error, densities};
-            VideoAttentionOptions options = method_attention_options(
-                method, geometry, {density, sink, text_full, band}, target);
+            VideoAttentionOptions options =
+                method_attention_options(method, geometry,
+                                         {density, sink, text_full, band, p, floor, gate,
+                                          families.value_or(std::vector<std::string>{})},
+                                         target);
             options.density_budget = density_budget;
             options.warmup = {dense_layers, dense_steps};
             options.router = {samples, seed};
@@ -285,7 +302,9 @@ void bind_video_attention(nb::module_& m) {
           "density_budget"_a.none(), "dense_layers"_a, "dense_steps"_a, "samples"_a, "seed"_a,
           "force"_a.none(), "threads"_a, "block_q"_a.none(), "block_kv"_a.none(), "scale"_a.none(),
           "context"_a.none(), "precision"_a = "default", "error"_a.none() = nb::none(),
-          "densities"_a.none() = nb::none(), "granularity"_a = "token", "compensate"_a = false)
+          "densities"_a.none() = nb::none(), "granularity"_a = "token", "compensate"_a = false,
+          "p"_a.none() = nb::none(), "floor"_a.none() = nb::none(), "gate"_a.none() = nb::none(),
+          "families"_a.none() = nb::none())
       .def_prop_ro("geometry", &PyVideoAttention::geometry)
       .def_prop_ro("band", &PyVideoAttention::band)
       .def_prop_ro("method", &PyVideoAttention::method)
@@ -294,6 +313,8 @@ void bind_video_attention(nb::module_& m) {
       .def_prop_ro(
           "cluster_options",
           [](const PyVideoAttention& a) { return cluster_options_dict(a.geometry(), a.options()); })
+      .def_prop_ro("pooled_options",
+                   [](const PyVideoAttention& a) { return pooled_options_dict(a.options()); })
       .def("mask", &PyVideoAttention::mask, "choice"_a)
       .def("head_mask", &PyVideoAttention::head_mask, "head"_a)
       .def("candidate_run", &PyVideoAttention::candidate_run, "name"_a)

@@ -21,7 +21,8 @@ from ._dist.agreement import DERIVED, PER_RANK
 from ._flex.settings import current as flex_settings
 from ._dist.group import check_timeout
 from ._mask import Mask
-from ._methods import DEFAULT_METHOD, check_method, cluster_choice, method_flag, method_names
+from ._method_options import check_error_target, check_method_options
+from ._methods import DEFAULT_METHOD, check_method, method_flag, method_names
 from ._threading import check_context, core_of
 from ._video_group import GroupForward
 from ._tensors import call_arrays, check_layout, check_qkv, torch_module
@@ -53,9 +54,11 @@ class VideoAttention(GroupForward):
         cluster pairs that meet `density`; no routing.
       "pooled": pooled scores (SpargeAttn, XAttention). Every head keeps, per
         64-token query tile, the key tiles of highest pooled Q.K mass until
-        `density` is met (with `error`, the smallest p of its ladder that
-        meets the error), plus its diagonal, sink, text and non-self-similar
-        key tiles; no routing; the native backend only (docs/masks.md).
+        `density` is met (or their cumulative mass reaches `p`; with `error`,
+        the smallest p of its ladder that meets the error), at least `floor`
+        per query tile, plus its diagonal, sink, text and non-self-similar
+        key tiles (mean cosine to their mean key below `gate`); no routing;
+        the native backend only (docs/masks.md).
     Layers below `dense_layers` and steps below `dense_steps` run dense, and
     `force` fixes every head's mask instead: "dense" or a candidate's name
     (see `candidates`; "svg2" for method "svg2", "pooled" for "pooled").
@@ -93,6 +96,16 @@ class VideoAttention(GroupForward):
     error (relative L2 of the sampled output rows against dense) is at most `error`;
     when none is, the lowest-error one, and the head's report says "target_met":
     False. Combines with density_budget; not with band or svg2.
+
+    p, floor, gate: pooled's options, for "pooled" and for "mix" with "pooled" among
+    its families (None: the library's defaults, p 0.98 (only without density's
+    target: p given, it replaces density), floor 1, gate 0.6; docs/masks.md). p in
+    (0, 1] (not with `error`, whose ladder is p), floor an int >= 0, gate in [-1, 1].
+    families: for "mix", the methods it routes among (None: "spatial", "temporal",
+    "radial" and "sta"); naming "pooled" scores each routed head on its own pooled
+    selection too (at `density` or `p`; with `error`, every rung of p) and runs it
+    when the rule picks it; the head reports choice and family "pooled" (its rung: the
+    p with `error`). Native backend only with "pooled".
 
     compensate: False (default) drops what each sparse head's plan skips; True
     approximates it (tilesplash.attention(compensate=True), docs/masks.md
@@ -142,7 +155,8 @@ class VideoAttention(GroupForward):
                  seed=0, force=None, threads=0, block_q=None, block_kv=None, scale=None,
                  context=None, group=None, timeout=None, backend="auto",
                  precision="default", error=None, densities=None,
-                 granularity="token", compensate=False):
+                 granularity="token", compensate=False, p=None, floor=None, gate=None,
+                 families=None):
         arguments = dict(locals())  # with a group, all but the PER_RANK ones must agree
         if not isinstance(geometry, _core.VideoGeometry):
             raise TypeError(f"geometry: expected a tilesplash.VideoGeometry, got "
@@ -155,6 +169,8 @@ class VideoAttention(GroupForward):
             density_budget = check_float(density_budget, "density_budget",
                                          "a float in (0, 1] or None")
         error, densities = check_error_target(error, densities, method)
+        method_options = check_method_options(p, floor, gate, families)
+        arguments["families"] = method_options.families
         # Ranks compare what the library made of these: a list and a NumPy array of the
         # same densities agree.
         arguments["error"], arguments["densities"] = error, densities
@@ -169,7 +185,7 @@ class VideoAttention(GroupForward):
             *check_blocks(block_q, block_kv), check_scale(scale),
             core_of(check_context(context)), check_precision(precision),
             error, densities, granularity=check_granularity(granularity),
-            compensate=check_bool(compensate, "compensate"))
+            compensate=check_bool(compensate, "compensate"), **method_options.core_kwargs())
         self._group = group
         self._timeout = check_timeout(timeout)
         self._backend = check_backend(backend)
@@ -201,6 +217,13 @@ class VideoAttention(GroupForward):
     def error(self):
         """The error target (sampled relative L2 against dense), or None."""
         return self._core.error
+
+    @property
+    def pooled_options(self):
+        """The options heads ranking their own pooled key tiles run with ("pooled", or
+        "mix" with "pooled" among its families): {"p", "floor", "gate", "density" (None
+        when p replaces it)}; None when no head ranks them."""
+        return self._core.pooled_options
 
     @property
     def cluster_options(self):
@@ -337,7 +360,7 @@ class VideoAttention(GroupForward):
         head): "batch", "head", "choice" ("dense", a candidate's name such as
         "spatial", "temporal", "radial", "sta:3x3x3", or "svg2"), "family" (its
         mask family: "spatial" for "spatial@0.05", "sta" for "sta:3x3x3"),
-        "rung" (an error target's ladder density; 0 off a ladder), "routed",
+        "rung" (an error target's ladder density, a pooled head's p; 0 off a ladder), "routed",
         "mse_spatial", "mse_temporal" (None when not routed or not a candidate),
         "mse" ({candidate name: sampled MSE against dense}, empty when not
         routed), "error" (the choice's sampled relative L2 error against dense;
@@ -465,26 +488,3 @@ def detached(q, k, v):
         return q, k, v
     return tuple(x.detach() if isinstance(x, torch.Tensor) and x.requires_grad else x
                  for x in (q, k, v))
-
-
-def check_error_target(error, densities, method=None):
-    """(error, densities) checked (by the library's rules) for VideoAttention: floats, or None.
-    With `method`, also what the method allows: no ladder for svg2's clusters. Shared with
-    tilesplash.diffusers.enable, so it refuses at once what a layer's first call would."""
-    if error is not None:
-        error = check_float(error, "error", "a relative L2 error > 0 (e.g. 0.05) or None")
-        _core.check_error_target(error)
-    if densities is not None and error is None:
-        raise ValueError("densities: a density ladder applies with error= only (give error too)")
-    if (error is not None and method is not None and method_flag(method, "data_driven")
-            and method_flag(method, "choice") == cluster_choice()):
-        raise ValueError(f"error: method {method!r} runs each head's own clusters and has no "
-                         f"density ladder; use a method with candidates (svg, radial, sta, ...)")
-    if densities is not None:
-        if isinstance(densities, (str, bytes)) or not hasattr(densities, "__iter__"):
-            raise TypeError(f"densities: expected a sequence of floats in (0, 1] or None, got "
-                            f"{type(densities).__name__}")
-        densities = [check_float(d, f"densities[{i}]", "a float in (0, 1]")
-                     for i, d in enumerate(densities)]
-        _core.check_density_ladder(densities)
-    return error, densities

@@ -40,8 +40,15 @@ struct MethodEntry {
                                            const MethodOptions& options) = nullptr;
   // Methods whose heads run their own semantic clusters instead (svg2).
   ClusterOptions (*clusters)(const VideoGeometry& geometry, const MethodOptions& options) = nullptr;
-  // Methods whose heads rank their own pooled key tiles instead (pooled).
-  PooledOptions (*pooled)(const VideoGeometry& geometry, const MethodOptions& options) = nullptr;
+  // Methods whose heads rank their own pooled key tiles (pooled, instead of
+  // candidates; mix, beside them when its families name pooled): their
+  // options from options.density, p, floor and gate; nullopt when this
+  // call's heads rank none. Throws std::invalid_argument naming a bad option.
+  std::optional<PooledOptions> (*pooled)(const VideoGeometry& geometry,
+                                         const MethodOptions& options) = nullptr;
+  // It routes among other methods' masks and takes MethodOptions::families
+  // (mix); the others refuse them.
+  bool routes_families = false;
   // How a mask of this method's family executes, its row order included;
   // nullopt when `mask` is not of the family (mask_run).
   std::optional<MaskRun> (*run)(const Mask& mask) = nullptr;
@@ -61,5 +68,8 @@ const MethodEntry& default_method_entry();
 std::string_view mask_family(const Mask& mask);
 // The entry of that name, or null.
 const MethodEntry* find_method(std::string_view name);
+// The pooled options of `options` (MethodOptions::p, floor, gate, density,
+// sink, text_full): p given, the heads keep mass p instead of the density.
+PooledOptions pooled_options_of(const MethodOptions& options);
 
 }  // namespace tilesplash::detail

@@ -39,7 +39,9 @@ inline const HeadMask kClusterChoice{std::string(cluster_choice())};
 // the registry's method with pooled options.
 inline const HeadMask kPooledChoice{[] {
   for (const MethodEntry* method : method_registry()) {
-    if (method->pooled != nullptr) return std::string(method->info.choice);
+    if (method->info.data_driven && method->pooled != nullptr) {
+      return std::string(method->info.choice);
+    }
   }
   return std::string();
 }()};
@@ -81,6 +83,18 @@ struct VideoAttention::Impl {
   // when there is an error target.
   void run_pooled(const AttentionArgs& args, const AttentionArgs& head, std::int64_t h,
                   const std::optional<detail::KeyPadding>& keys, HeadReport& report);
+  // One routed head's decision among the shared candidates' MSEs and its own
+  // pooled selection (options.pooled beside candidates: a mix with pooled
+  // among its families): the selection at options.pooled, or with an error
+  // target every rung of pooled_p_ladder(), scored on the sampled rows
+  // (pooled_sampled_errors, drop-only) into MSEs at the router's `power`,
+  // then the one rule (decide_route) over the candidates and the rungs.
+  // A chosen selection is kept in routed_pooled[h] for run_pooled.
+  RouteDecision decide_with_pooled(const TensorView& q, const TensorView& k, const TensorView& v,
+                                   std::int64_t h, const std::vector<std::int64_t>& rows,
+                                   const std::optional<detail::KeyPadding>& keys,
+                                   std::vector<double> mse, double power,
+                                   const RoutePolicy& policy);
   // The plan `candidate` runs with: its run mask at options.granularity, the
   // key padding ANDed in (cached).
   const TilePlan& candidate_plan(const MaskCandidate& candidate,
@@ -138,6 +152,8 @@ struct VideoAttention::Impl {
   std::vector<std::optional<Mask>> head_masks;
   // Pooled heads with an error target: the sampled rows of this call.
   std::vector<std::int64_t> sampled;
+  // Routed heads that chose their own pooled selection in this call, by head.
+  std::vector<std::optional<PooledSelection>> routed_pooled;
 };
 
 }  // namespace tilesplash

@@ -211,7 +211,13 @@ void VideoAttention::Impl::run_pooled(const AttentionArgs& args, const Attention
   const double scale = options.scale ? *options.scale : 1.0 / std::sqrt(double(head.q.dim));
   auto start = Clock::now();
   PooledSelection selection;
-  if (options.error && !sampled.empty()) {
+  std::optional<PooledSelection>* routed =
+      static_cast<std::size_t>(h) < routed_pooled.size() ? &routed_pooled[std::size_t(h)] : nullptr;
+  if (routed != nullptr && routed->has_value()) {
+    // The router chose it among the candidates (decide_with_pooled).
+    selection = std::move(**routed);
+    routed->reset();
+  } else if (options.error && !sampled.empty()) {
     // The error target's ladder: the smallest p whose sampled error meets it,
     // else the widest rung.
     o.density.reset();
@@ -245,6 +251,9 @@ void VideoAttention::Impl::run_pooled(const AttentionArgs& args, const Attention
   report.plan_seconds = since(start);
   run_sparse(head, run, plan, report, nullptr, keys ? keys->limit : -1);
   report.density = selection.density;
+  report.family = detail::kPooledChoice.name();
+  // An error target's rung is the p of the ladder that met it.
+  report.rung = options.error ? selection.p : 0.0;
   head_masks[static_cast<std::size_t>(h)] = mask;
 }
 

@@ -154,8 +154,8 @@ std::vector<MaskCandidate> ladder_candidates(std::string_view method, const Vide
                                 "' (expected " + method_list_text() + ")");
   }
   // Heads that rank their own pooled tiles step over p themselves
-  // (VideoAttentionOptions::pooled): no candidates to add.
-  if (entry->pooled != nullptr) return {};
+  // (VideoAttentionOptions::pooled): no candidates to add for them.
+  if (entry->pooled != nullptr && entry->candidates == nullptr) return {};
   if (entry->candidates == nullptr) {
     throw std::invalid_argument("error: method '" + std::string(method) +
                                 "' runs each head's own clusters and has no density ladder; "

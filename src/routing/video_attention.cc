@@ -67,10 +67,9 @@ void check_options(const VideoAttentionOptions& o) {
     fail(e.what());
   }
   if (o.pooled) {
-    if (!o.candidates.empty() || o.clusters) {
-      fail("options.pooled, options.clusters and options.candidates are exclusive");
-    }
-    if (!o.densities.empty()) {
+    // Beside candidates, the router scores each head's selection too (mix).
+    if (o.clusters) fail("options.pooled and options.clusters are exclusive");
+    if (!o.densities.empty() && o.candidates.empty()) {
       fail("options.densities: pooled heads step over p (pooled_p_ladder()), not densities");
     }
     try {
@@ -172,6 +171,7 @@ std::vector<std::string> force_names(const VideoAttentionOptions& options) {
     names.push_back(detail::kClusterChoice.name());
   } else if (options.pooled) {
     names.push_back(detail::kPooledChoice.name());
+    for (const MaskCandidate& c : options.candidates) names.push_back(c.name);
   } else if (options.candidates.empty()) {
     // The default method's masks, named before the geometry is known.
     const std::span<const std::string_view> masks = detail::default_method_entry().info.mask_names;
@@ -192,11 +192,11 @@ std::vector<std::string> force_names(const VideoAttentionOptions& options) {
 // Without candidates: the registry's default method, through the one setup
 // every front door uses (method_attention_options).
 std::vector<MaskCandidate> VideoAttention::Impl::make_candidates() const {
-  if (options.clusters || options.pooled) return {};
   if (!options.candidates.empty()) {
     check_candidates(options.candidates, geometry.tokens());
     return options.candidates;
   }
+  if (options.clusters || options.pooled) return {};
   const detail::MethodEntry& entry = detail::default_method_entry();
   MethodOptions method{options.density, options.sink, options.text_full, std::nullopt};
   if (entry.info.takes_band && !options.error) method.band = band;
@@ -275,8 +275,12 @@ std::vector<RouteDecision> VideoAttention::Impl::route(
       attention_options(false), nullptr, &power, &ladder, terms ? &*terms : nullptr);
   std::vector<RouteDecision> decisions;
   const RoutePolicy policy{options.density_budget, options.error};
+  routed_pooled.assign(mse.size(), std::nullopt);
   for (std::size_t h = 0; h < mse.size(); ++h) {
-    decisions.push_back(detail::decide(candidates, std::move(mse[h]), power[h], policy));
+    decisions.push_back(options.pooled
+                            ? decide_with_pooled(q, k, v, static_cast<std::int64_t>(h), rows, keys,
+                                                 std::move(mse[h]), power[h], policy)
+                            : detail::decide(candidates, std::move(mse[h]), power[h], policy));
   }
   return decisions;
 }
@@ -350,8 +354,11 @@ LayerReport VideoAttention::forward(const AttentionArgs& args, std::int64_t laye
   report.band = s.band;
   report.warmup = s.options.warmup.is_dense(layer, step);
   std::vector<RouteDecision> decisions;
-  // One candidate needs no routing: every head runs it.
-  const bool routed = !report.warmup && !s.options.force && s.candidates.size() > 1;
+  // One candidate needs no routing: every head runs it. Pooled selections
+  // beside candidates (a mix) are one more.
+  const std::size_t choices = s.candidates.size() + (s.options.pooled ? 1 : 0);
+  const bool routed = !report.warmup && !s.options.force && !s.candidates.empty() && choices > 1;
+  s.routed_pooled.clear();
   s.sampled.clear();
   if (s.options.pooled && s.options.error) {
     s.sampled = detail::sample_video_rows(s.geometry, s.options.router.samples,

@@ -20,6 +20,7 @@
 
 #include "commands.h"
 #include "error_target_options.h"
+#include "method_flags.h"
 #include "options.h"
 #include "progress.h"
 #include "report.h"
@@ -50,6 +51,7 @@ struct DemoOptions {
   bool json = false;
   bool quiet = false;
   bool compensate = false;
+  MethodFlags method_flags;         // --p, --floor, --gate, --families
   ErrorTargetOptions error_target;  // --error, --densities, --bands
 };
 
@@ -131,8 +133,10 @@ DemoSetup resolve(const DemoOptions& options, OutputSet& outputs) {
 // ---- run -----------------------------------------------------------------------
 
 void configure_attention(const DemoOptions& options, DemoSetup& setup) {
-  setup.attention = method_attention_options(options.method, setup.shape.geometry,
-                                             {options.density}, error_target(options.error_target));
+  MethodOptions method_options{options.density};
+  options.method_flags.apply(method_options);
+  setup.attention = method_attention_options(options.method, setup.shape.geometry, method_options,
+                                             error_target(options.error_target));
   setup.attention.threads = setup.threads;
   setup.attention.compensate = options.compensate;
   setup.attention.router.seed = options.seed;
@@ -297,6 +301,7 @@ Command add_demo_command(CLI::App& parent) {
       "  tilesplash demo --geometry frames=4,height=8,width=8 --heads 2 --method radial --json");
   add_shape_options(*app, options->shape);
   add_method_option(*app, options->method);
+  add_method_flags(*app, options->method_flags);
   add_heads_option(*app, options->heads);
   add_density_option(*app, options->density, "Target density of the masks");
   add_compensate_option(*app, options->compensate);

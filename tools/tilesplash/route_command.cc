@@ -20,6 +20,7 @@
 
 #include "commands.h"
 #include "error_target_options.h"
+#include "method_flags.h"
 #include "options.h"
 #include "report.h"
 #include "tilesplash/attention.h"
@@ -60,6 +61,7 @@ struct RouteOptions {
   bool json = false;
   std::string granularity = "token";
   bool compensate = false;
+  MethodFlags method_flags;         // --p, --floor, --gate, --families
   ErrorTargetOptions error_target;  // --error, --densities, --bands, --png
 };
 
@@ -100,6 +102,7 @@ struct RouteSetup : VideoSetup {
 VideoAttentionOptions attention_options(const RouteOptions& options, const VideoGeometry& geometry,
                                         int threads) {
   MethodOptions method_options{options.density, options.sink, !options.no_text_full};
+  options.method_flags.apply(method_options);
   // As the library (VideoAttention(error=, band=)): a ladder gives every
   // candidate its own band, so a band given too would be reported and not run.
   if (!options.error_target.error.empty() && (options.band >= 0 || options.band_frames >= 0.0)) {
@@ -284,6 +287,7 @@ Command add_route_command(CLI::App& parent) {
 
   add_shape_options(*app, options->shape);
   add_method_option(*app, options->method);
+  add_method_flags(*app, options->method_flags);
   add_heads_option(*app, options->heads);
   add_head_dim_option(*app, options->head_dim, "Head dimension (default: the preset's, else 128)");
   add_dtype_option(*app, options->dtype, "Q/K/V dtype")->capture_default_str();

@@ -66,11 +66,12 @@ class FlexBackend(Backend):
     def video_runner(self, owner, settings):
         from .._torch_video.runner import FlexVideo
 
-        if method_flag(owner.method, "data_driven") and owner.cluster_options is None:
+        if owner.pooled_options is not None:
             # Only svg2's clusters run on the device; pooled heads rank their
-            # tiles in the native front door.
+            # tiles in the native front door, alone or routed in a mix.
+            among = "" if method_flag(owner.method, "data_driven") else " with 'pooled' among its families"
             raise NotImplementedError(
-                f"method {owner.method!r} does not run on the flex backend (its heads rank their "
-                f"own pooled key tiles in the native front door); use backend='cpu'")
+                f"method {owner.method!r}{among} does not run on the flex backend (its heads rank "
+                f"their own pooled key tiles in the native front door); use backend='cpu'")
 
         return FlexVideo(owner, **settings)

@@ -45,9 +45,9 @@ from .._backends import BACKENDS, check_backend
 from .._checks import (MAX_THREADS, check_bool, check_fraction, check_granularity, check_int,
                        check_precision, prefixed)
 from .._dist import check_timeout
+from .._method_options import check_error_target, check_method_options
 from .._methods import DEFAULT_METHOD, check_method, method_flag
 from .._threading import check_context
-from .._video import check_error_target
 from ._fidelity import Fidelity
 from ._fidelity_run import fidelity, plot_fidelity
 from ._report import plot, summarize, summary_table
@@ -163,6 +163,10 @@ def enable(
     densities=None,
     granularity: str = "token",
     compensate: bool = False,
+    p: float | None = None,
+    floor: int | None = None,
+    gate: float | None = None,
+    families=None,
 ) -> TilesplashHandle:
     """Run the self-attention of `target`'s video transformer(s) through tilesplash; returns a handle.
 
@@ -220,6 +224,14 @@ def enable(
         skipped tile through its keys' mean key and value (tilesplash.VideoAttention,
         docs/masks.md "Compensation"; with ``error`` the router scores what runs, so
         lower densities meet the target). Native and flex backends.
+    p, floor, gate: pooled's options (method "pooled", or "mix" with "pooled" among
+        ``families``; tilesplash.VideoAttention): cumulative mass in (0, 1] kept per query
+        tile instead of ``density`` (not with ``error``), key tiles kept per query tile at
+        least (>= 0), the self-similarity below which a key tile is always kept
+        ([-1, 1]); None: the library's defaults. Checked for type and range here, for the
+        method when the first call reveals the geometry.
+    families: with "mix", the methods it routes among (None: every mask family);
+        "pooled" among them scores each head's own pooled selection too (native backend).
     """
     targets, scheduler = _targets(target)
     with prefixed(_WHO):  # the library's checks and wording, "tilesplash.diffusers.enable: " first
@@ -259,6 +271,7 @@ def enable(
             granularity=granularity,
             compensate=(BACKENDS[runs].check_compensate(compensate) if runs in BACKENDS
                         else check_bool(compensate, "compensate")),
+            method_options=check_method_options(p, floor, gate, families),
         )
     for _, model, spec in targets:
         check_processors(model, spec, _WHO)

@@ -20,6 +20,7 @@ import torch
 
 import tilesplash
 
+from .._method_options import MethodOptions
 from ._steps import Steps
 
 # Sparse VideoGen keeps about the first 20% of the steps dense: the default when the step
@@ -51,6 +52,8 @@ class Settings:
     densities: tuple | None = None  # its ladder; None: the library's default
     granularity: str = "token"  # "tile": masks rounded out to whole kernel tiles
     compensate: bool = False  # skipped tiles approximated (VideoAttention(compensate=))
+    # pooled's p, floor, gate and a mix's families (VideoAttention's; _method_options.py)
+    method_options: MethodOptions = MethodOptions()
 
     def video_attention_kwargs(self, model_sink: bool) -> dict:
         return dict(method=self.method, density=self.density, density_budget=self.density_budget,
@@ -58,6 +61,8 @@ class Settings:
                     samples=self.samples, force=self.force, threads=self.threads,
                     context=self.context, backend=self.backend, precision=self.precision,
                     error=self.error, granularity=self.granularity, compensate=self.compensate,
+                    p=self.method_options.p, floor=self.method_options.floor,
+                    gate=self.method_options.gate, families=self.method_options.families,
                     densities=None if self.densities is None else list(self.densities))
 
 

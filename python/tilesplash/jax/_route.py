@@ -30,7 +30,8 @@ import numpy as np
 from .. import _core
 from .._checks import check_bool, check_float, check_int
 from .._methods import DEFAULT_METHOD, check_method
-from .._video import VideoAttention, check_error_target
+from .._method_options import check_error_target
+from .._video import VideoAttention
 from ._compensation import candidate_tables, router_tables, sampled_terms
 
 

@@ -11,15 +11,27 @@
 namespace tilesplash::detail {
 namespace {
 
-PooledOptions pooled(const VideoGeometry&, const MethodOptions& options) {
-  PooledOptions result;
-  result.density = options.density;
-  result.sink = options.sink;
-  result.text_full = options.text_full;
-  return result;
+std::optional<PooledOptions> pooled(const VideoGeometry&, const MethodOptions& options) {
+  return pooled_options_of(options);
 }
 
 }  // namespace
+
+PooledOptions pooled_options_of(const MethodOptions& options) {
+  PooledOptions result;
+  // p replaces the density, as a band replaces it for the band methods.
+  if (options.p) {
+    result.p = *options.p;
+  } else {
+    result.density = options.density;
+  }
+  if (options.floor) result.floor = *options.floor;
+  if (options.gate) result.gate = *options.gate;
+  result.sink = options.sink;
+  result.text_full = options.text_full;
+  check_pooled_options(result);  // names p, floor or gate
+  return result;
+}
 
 const MethodEntry& pooled_method() {
   static constexpr std::array<std::string_view, 1> kNames = {"pooled"};
