@@ -39,6 +39,7 @@ machine must be quiet (docs/kernel.md):
     python bench/error_target.py --heads 4 --preset wan2.1-1.3b-480p
     python bench/error_target.py --geometry frames=8,height=16,width=16 --heads 8  # a quick check
     python bench/error_target.py --compensate     # the error target with compensation
+    python bench/error_target.py --samples 64     # 64 rows at every size (before the row rule)
 """
 
 from __future__ import annotations
@@ -137,12 +138,16 @@ def main(argv=None) -> dict:
     parser.add_argument("--threads", type=int, default=0, help="0: every core")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--densities", default=None, help="the ladder, e.g. 0.05,0.1,0.15,0.25,0.4")
+    parser.add_argument("--samples", type=int, default=0,
+                        help="the router's rows per call in every run; 0: the library's rule "
+                             "(default_router_samples: 16 to 64 by size)")
     parser.add_argument("--compensate", action="store_true",
                         help="the error target's runs compensate skipped tiles; density 0.25 "
                              "stays drop-only")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     shape = ["--geometry", args.geometry] if args.geometry else ["--preset", args.preset]
+    shape += ["--samples", str(args.samples)]
     run = lambda extra: route(args.cli, shape, args.heads, args.threads, args.repeats, extra)  # noqa: E731
 
     fixed = run(["--density", "0.25"])
@@ -157,7 +162,8 @@ def main(argv=None) -> dict:
     bounds = {name: least_mean_density(head_errors(p), fixed["mean_error"])
               for name, p in (("ladder", probe), ("fine_ladder", fine))}
     result = {
-        "geometry": fixed["geometry"], "heads": args.heads, "error_target": target,
+        "geometry": fixed["geometry"], "heads": args.heads, "samples": fixed["samples"],
+        "error_target": target,
         "compensate": args.compensate,
         "density_0.25": {k: fixed[k] for k in ("mean_density", "mean_error", "sparse_ms",
                                                "routing_ms", "layer_ms")},
@@ -175,7 +181,7 @@ def main(argv=None) -> dict:
     if args.json:
         print(json.dumps(result, indent=2))
         return result
-    print(f"{result['geometry']}, {args.heads} band heads"
+    print(f"{result['geometry']}, {args.heads} band heads, {fixed['samples']} sampled rows"
           f"{' (error target compensated)' if args.compensate else ''}; error target "
           f"{target:.4f}, whose mean "
           f"sampled error matches density 0.25's ({fixed['mean_error']:.4f})")

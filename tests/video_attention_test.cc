@@ -174,7 +174,7 @@ TEST(VideoAttention, RejectsBadArguments) {
   bad.density = 0.0;
   EXPECT_THROW(VideoAttention(g, bad), std::invalid_argument);
   bad = {};
-  bad.router.samples = 0;
+  bad.router.samples = -1;
   EXPECT_THROW(VideoAttention(g, bad), std::invalid_argument);
   bad = {};
   bad.band = -3;

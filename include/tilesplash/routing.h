@@ -118,9 +118,21 @@ void check_density_ladder(std::span<const double> densities, const std::string& 
 // Throws std::invalid_argument naming `who` unless error is > 0 and finite.
 void check_error_target(double error, const std::string& who);
 
+// The query rows the router samples per layer call when RouterOptions::samples
+// is 0 (the default): one per 1,024 video tokens, at least 16 and at most 64
+// (all of them when there are fewer than 16). Routing costs about r * N per
+// candidate and head, the attention it steers density * N^2, so a fixed r
+// weighs as 1/N: 64 rows were 4% of a 720p layer but 45% of one of 3,072
+// tokens (bench/error_target.py, docs/masks.md). 64 from 65,536 video tokens
+// up (Wan 720p as before), 31 at Wan 480p, 16 below 17,408 tokens.
+std::int64_t default_router_samples(std::int64_t video_tokens);
+
 struct RouterOptions {
-  std::int64_t samples = 64;  // query rows per layer call, among the video tokens (>= 1)
-  std::uint64_t seed = 0;     // rows are drawn from (seed, layer, step), shared by the heads
+  // Query rows per layer call, among the video tokens: >= 1, or 0 for
+  // default_router_samples() of the geometry (VideoAttention::options()
+  // then reports the count in use).
+  std::int64_t samples = 0;
+  std::uint64_t seed = 0;  // rows are drawn from (seed, layer, step), shared by the heads
 };
 
 struct VideoAttentionOptions {

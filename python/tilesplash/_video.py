@@ -37,7 +37,8 @@ class VideoAttention(GroupForward):
 
     method chooses the masks, one of tilesplash.methods() (docs/masks.md defines each):
       "svg" (default): Sparse VideoGen. Each call samples `samples` video query
-        rows per head, computes their exact attention under the dense, spatial
+        rows per head (0, the default: one per 1,024 video tokens, from 16 to
+        64; docs/masks.md), computes their exact attention under the dense, spatial
         and temporal masks, and runs the head with the mask whose output is
         closer to dense (temporal heads are permuted to token-major order and
         back).
@@ -151,7 +152,7 @@ class VideoAttention(GroupForward):
     """
 
     def __init__(self, geometry, *, method=DEFAULT_METHOD, density=0.25, band=None, sink=False,
-                 text_full=True, density_budget=None, dense_layers=0, dense_steps=0, samples=64,
+                 text_full=True, density_budget=None, dense_layers=0, dense_steps=0, samples=0,
                  seed=0, force=None, threads=0, block_q=None, block_kv=None, scale=None,
                  context=None, group=None, timeout=None, backend="auto",
                  precision="default", error=None, densities=None,
@@ -179,7 +180,7 @@ class VideoAttention(GroupForward):
             check_int(band, "band", 0, allow_none=True), check_bool(sink, "sink"),
             check_bool(text_full, "text_full"), density_budget,
             check_int(dense_layers, "dense_layers", 0),
-            check_int(dense_steps, "dense_steps", 0), check_int(samples, "samples", 1),
+            check_int(dense_steps, "dense_steps", 0), check_int(samples, "samples", 0),
             check_int(seed, "seed", 0, maximum=2**64 - 1), force,
             check_int(threads, "threads", 0, maximum=MAX_THREADS),
             *check_blocks(block_q, block_kv), check_scale(scale),

@@ -13,10 +13,14 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// Runs whose tiles pool the same keys: one pooling serves them all.
+// Runs whose tiles pool the same keys: one pooling serves them all. Orders
+// are compared by content: every rung of a ladder builds its own copy of its
+// family's order (5 temporal rungs, 5 token-major copies), and pooling K and V
+// once per copy was most of the compensated router's cost at small sizes.
 bool same_pool(const CompensatedRun& a, const CompensatedRun& b) {
   const compensation::KeyFilter &x = a.filter, &y = b.filter;
-  return a.kv_order.sources().data() == b.kv_order.sources().data() &&
+  const std::span<const std::int64_t> p = a.kv_order.sources(), q = b.kv_order.sources();
+  return (p.data() == q.data() || std::ranges::equal(p, q)) &&
          a.plan->blocks().block_kv == b.plan->blocks().block_kv && x.limit == y.limit &&
          x.first == y.first && x.count == y.count && x.stride == y.stride;
 }

@@ -58,6 +58,21 @@ double section_mse(const float* section, const float* lse, const float* referenc
 
 }  // namespace
 
+}  // namespace tilesplash::detail
+
+namespace tilesplash {
+
+std::int64_t default_router_samples(std::int64_t video_tokens) {
+  // Fewer than 16 rows make a noisy estimate of a head's error; on the planted
+  // band workload 16 and 64 rows choose the same rungs (tests/router_test.cc).
+  constexpr std::int64_t kFewest = 16, kMost = 64, kTokensPerRow = 1024;
+  return std::clamp(video_tokens / kTokensPerRow, kFewest, kMost);
+}
+
+}  // namespace tilesplash
+
+namespace tilesplash::detail {
+
 std::vector<std::int64_t> sample_video_rows(const VideoGeometry& geometry, std::int64_t samples,
                                             std::uint64_t seed, std::int64_t layer,
                                             std::int64_t step) {

@@ -43,8 +43,9 @@ void check_options(const VideoAttentionOptions& o) {
   if (!o.band && !(o.density > 0.0 && o.density <= 1.0)) {
     fail("options.density must be in (0, 1], got " + std::to_string(o.density));
   }
-  if (o.router.samples < 1) {
-    fail("options.router.samples must be >= 1, got " + str(o.router.samples));
+  if (o.router.samples < 0) {
+    fail("options.router.samples must be >= 0 (0 = default_router_samples()), got " +
+         str(o.router.samples));
   }
   if (o.threads < 0) {
     fail("options.threads must be >= 0 (0 = the context's threads), got " + str(o.threads));
@@ -127,6 +128,13 @@ void check_candidates(const std::vector<MaskCandidate>& candidates, std::int64_t
   }
 }
 
+// The router's rows: 0 resolves to the rule, so every sampling site (routing,
+// sampled_rows(), pooled heads' error target) and options() agree.
+VideoAttentionOptions with_samples(VideoAttentionOptions o, const VideoGeometry& g) {
+  if (o.router.samples == 0) o.router.samples = default_router_samples(g.video_range().size());
+  return o;
+}
+
 }  // namespace
 
 namespace detail {
@@ -140,7 +148,7 @@ void front_door_fail(const std::string& message) {
 VideoAttention::Impl::Impl(const VideoGeometry& g, VideoAttentionOptions o,
                            std::shared_ptr<ThreadingContext> c)
     : geometry((g.validate(), g)),
-      options((check_options(o), std::move(o))),
+      options((check_options(o), with_samples(std::move(o), geometry))),
       mask_options{options.sink, options.text_full},
       band(options.band ? *options.band
                         : band_for_density(geometry, options.density, mask_options)),

@@ -354,7 +354,7 @@ def test_token_count_must_match_the_input(model, inputs, enabled):
         ({"dense_steps": -2}, ValueError, "dense_steps"),
         ({"force": "sparse"}, ValueError, "force"),
         ({"force": 1}, TypeError, "force"),
-        ({"samples": 0}, ValueError, "samples"),
+        ({"samples": -1}, ValueError, "samples"),
         ({"samples": "64"}, TypeError, "samples"),
         ({"threads": -1}, ValueError, "threads"),
         ({"threads": 2**40}, ValueError, r"threads: expected an int in \[0, 4096\]"),

@@ -250,7 +250,7 @@ def test_plan_errors():
     (lambda: VideoAttention(VideoGeometry(2, 3, 3), density=0.0), ValueError, ("density", "(0, 1]")),
     (lambda: VideoAttention(VideoGeometry(2, 3, 3), density=1.5), ValueError, ("density",)),
     (lambda: VideoAttention(VideoGeometry(2, 3, 3), force="radial"), ValueError, ("force:", "'temporal'")),
-    (lambda: VideoAttention(VideoGeometry(2, 3, 3), samples=0), ValueError, ("samples:",)),
+    (lambda: VideoAttention(VideoGeometry(2, 3, 3), samples=-1), ValueError, ("samples:",)),
     (lambda: VideoAttention(VideoGeometry(2, 3, 3), band=-2), ValueError, ("band:",)),
     (lambda: VideoAttention(VideoGeometry(2, 3, 3), block_kv=96), ValueError, ("block_kv:",)),
     (lambda: Mask.spatial(VideoGeometry(2, 3, 3)), ValueError, ("band:", "neither")),

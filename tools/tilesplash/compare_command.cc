@@ -52,7 +52,7 @@ struct CompareOptions {
   std::string densities = "0.05,0.1,0.2,0.3,0.5";
   std::int64_t head_dim = 0;  // 0: the preset's (128 for a custom geometry)
   std::string dtype = "bf16";
-  std::int64_t samples = 64;
+  std::int64_t samples = 0;
   std::uint64_t seed = 0;
   bool sink = false;
   std::int64_t query_clusters = 0;  // 0: default_cluster_options()
@@ -283,7 +283,7 @@ void report_setup(const CompareOptions& options, const CompareSetup& setup,
   record["dtype"] = std::string(to_string(setup.dtype));
   record["isa"] = active_isa();
   record["threads"] = setup.threads;
-  record["samples"] = options.samples;
+  record["samples"] = samples_in_use(options.samples, setup.shape.geometry);
   record["seed"] = options.seed;
   record["sink"] = options.sink;
   record["block_q"] = options.block_q;

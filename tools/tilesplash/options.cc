@@ -13,6 +13,7 @@
 #include "tilesplash/kernel_limits.h"
 #include "tilesplash/mask_spec.h"
 #include "tilesplash/methods.h"
+#include "tilesplash/routing.h"
 #include "tilesplash/tensor.h"
 
 namespace tilesplash::cli {
@@ -226,10 +227,17 @@ CLI::Option* add_dtype_option(CLI::App& app, std::string& dtype, const std::stri
 }
 
 CLI::Option* add_samples_option(CLI::App& app, std::int64_t& samples) {
-  return app.add_option("--samples", samples, "Query rows the router samples per call")
+  return app
+      .add_option("--samples", samples,
+                  "Query rows the router samples per call; 0: one per 1,024 video tokens, "
+                  "from 16 to 64 (default_router_samples, docs/masks.md)")
       ->type_name("R")
       ->capture_default_str()
-      ->transform(integer_in(1, 1 << 20));
+      ->transform(integer_in(0, 1 << 20));
+}
+
+std::int64_t samples_in_use(std::int64_t samples, const VideoGeometry& geometry) {
+  return samples > 0 ? samples : default_router_samples(geometry.video_range().size());
 }
 
 CLI::Option* add_repeats_option(CLI::App& app, std::int64_t& repeats, const std::string& what) {

@@ -91,8 +91,12 @@ CLI::Option* add_precision_option(CLI::App& app, std::string& precision);
 // (AttentionOptions::compensate, VideoAttentionOptions::compensate).
 CLI::Option* add_compensate_option(CLI::App& app, bool& compensate);
 
-// --samples R: query rows the router samples per call.
+// --samples R: query rows the router samples per call; 0 (the default):
+// default_router_samples() of the geometry.
 CLI::Option* add_samples_option(CLI::App& app, std::int64_t& samples);
+// The rows the router samples for --samples R on this geometry (R, or the rule
+// for 0): what the JSON reports.
+std::int64_t samples_in_use(std::int64_t samples, const VideoGeometry& geometry);
 
 // --repeats R: timed runs after an untimed one; medians.
 CLI::Option* add_repeats_option(CLI::App& app, std::int64_t& repeats, const std::string& what);

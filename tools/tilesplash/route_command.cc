@@ -47,7 +47,7 @@ struct RouteOptions {
   double band_frames = -1.0;  // < 0: unset
   bool sink = false;
   bool no_text_full = false;
-  std::int64_t samples = 64;
+  std::int64_t samples = 0;
   std::uint64_t seed = 0;
   std::int64_t layer = 0;
   std::int64_t step = 0;
@@ -164,7 +164,7 @@ void report_setup(const RouteOptions& options, const RouteSetup& setup, const La
   record["band_frames"] =
       static_cast<double>(layer.band) / static_cast<double>(geometry.tokens_per_frame());
   record["sink"] = options.sink;
-  record["samples"] = options.samples;
+  record["samples"] = samples_in_use(options.samples, geometry);
   record["seed"] = options.seed;
   record["threads"] = setup.threads;
   record["isa"] = active_isa();

@@ -152,7 +152,7 @@ def enable(
     dense_last_steps: int = 0,
     total_steps: int | None = None,
     force: str | None = None,
-    samples: int = 64,
+    samples: int = 0,
     process_group=None,
     threads: int = 0,
     context: tilesplash.ThreadingContext | None = None,
@@ -195,7 +195,8 @@ def enable(
         head: "spatial" or "temporal" for "svg"; for the other methods a
         candidate's name ("radial", "sta:3x3x3", ..., "svg2"), checked when
         the first call reveals the geometry.
-    samples: query rows sampled per layer call by the router.
+    samples: query rows sampled per layer call by the router; 0 (the default): one
+        per 1,024 video tokens, from 16 to 64 (docs/masks.md).
     process_group: None, or a torch.distributed ProcessGroup to split the sequence
         across its ranks (the models docs/diffusers.md lists for it; for the others with
         diffusers' context-parallel plan, call ``transformer.enable_parallelism`` instead:
@@ -260,7 +261,7 @@ def enable(
             dense_last_steps=dense_last_steps,
             total_steps=total_steps,
             force=_force(force, method, error, densities),
-            samples=check_int(samples, "samples", 1),
+            samples=check_int(samples, "samples", 0),
             threads=check_int(threads, "threads", 0, maximum=MAX_THREADS),
             context=check_context(context),
             backend=backend,

@@ -291,7 +291,7 @@ def router_for(geometry_spec: str, method: str, density: float, band, sink: bool
 
 
 def route(q, k, v, geometry, *, method=DEFAULT_METHOD, density=0.25, band=None, sink=False,
-          text_full=True, density_budget=None, samples=64, seed=0, layer=0, step=0,
+          text_full=True, density_budget=None, samples=0, seed=0, layer=0, step=0,
           scale=None, error=None, densities=None, compensate=False, block_q=None,
           block_kv=None) -> Routing:
     """Sparse VideoGen's routing of every head of q, k, v ([heads, N, d] jax
@@ -329,7 +329,7 @@ def route(q, k, v, geometry, *, method=DEFAULT_METHOD, density=0.25, band=None, 
         raise ValueError("block_q, block_kv: they apply with compensate=True only")
     router = router_for(str(geometry), method, density, check_int(band, "band", 0, allow_none=True),
                         check_bool(sink, "sink"), check_bool(text_full, "text_full"),
-                        density_budget, check_int(samples, "samples", 1),
+                        density_budget, check_int(samples, "samples", 0),
                         check_int(seed, "seed", 0, maximum=2**64 - 1), scale, error,
                         None if densities is None else tuple(densities), tiles)
     return router(q, k, v, layer, step)

@@ -70,7 +70,7 @@ class VideoSplashAttention:
     """
 
     def __init__(self, geometry, *, method=DEFAULT_METHOD, density=0.25, band=None, sink=False,
-                 text_full=True, density_budget=None, dense_layers=0, dense_steps=0, samples=64,
+                 text_full=True, density_budget=None, dense_layers=0, dense_steps=0, samples=0,
                  seed=0, force=None, block_q=512, block_kv=512, scale=None, interpret=False,
                  error=None, densities=None, compensate=False):
         self.front = VideoAttention(geometry, method=method, density=density, band=band,
