@@ -2,10 +2,12 @@
 // (routing/ladder_scorer.cc; contracts GatherDotFn and GatherAxpyFn in
 // kernel/target_ops.h). Included by kernel-inl.h inside a target's namespace,
 // so each target of targets.def compiles them with its own flags: the walk
-// visits every sampled row against every kept key of a block, one row at a
-// time, so these are matrix-vector loops over d and dv, vectorised across the
-// head dim. Sums run in a fixed order per target (two vector chains, then the
-// lanes), so a target gives the same bits on any thread.
+// scores every sampled row against a whole block of keys on the register tile
+// of k-means (panel_scores: nearest_centroid-inl.h's panel_dots, included
+// before this file), then each row's weighted sum of its kept keys' values is
+// a matrix-vector loop over dv (gather_axpy); gather_dot, one row against
+// listed keys, serves the router's compensation terms. Sums run in a fixed
+// order per target, so a target gives the same bits on any thread.
 
 // out[i] = scale * q . keys[index[i]] for i < n (rows of d floats).
 inline void gather_dot(const float* __restrict q, const float* __restrict keys, std::int64_t d,
@@ -46,5 +48,34 @@ inline void gather_axpy(const float* __restrict p, const float* __restrict value
       a += p[i] * values[static_cast<std::int64_t>(index[i]) * dv + c];
     }
     acc[c] = a;
+  }
+}
+
+// R rows of x against one panel of kCentroidPanel keys, times scale.
+template <int R>
+inline void panel_scores_tile(const float* __restrict x, std::int64_t d,
+                              const float* __restrict panel, float scale, float* __restrict scores,
+                              std::int64_t stride) {
+  VF acc[R][kCentroidVecs];
+  panel_dots<R>(x, d, panel, acc);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int j = 0; j < kCentroidVecs; ++j) {
+      store(scores + r * stride + j * kLanes, acc[r][j] * splat(scale));
+    }
+}
+
+inline void panel_scores(const float* x, std::int64_t rows, std::int64_t d, const float* panels,
+                         std::int64_t n_padded, float scale, float* scores, std::int64_t stride) {
+  const std::int64_t full = rows / kPointRows * kPointRows;
+  for (std::int64_t p = 0; p < n_padded; p += kCentroidPanel) {
+    const float* panel = panels + p * d;
+    for (std::int64_t r = 0; r < full; r += kPointRows) {
+      panel_scores_tile<kPointRows>(x + r * d, d, panel, scale, scores + r * stride + p, stride);
+    }
+    for (std::int64_t r = full; r < rows; ++r) {
+      panel_scores_tile<1>(x + r * d, d, panel, scale, scores + r * stride + p, stride);
+    }
   }
 }

@@ -39,6 +39,15 @@ using GatherDotFn = void (*)(const float* q, const float* keys, std::int64_t d,
 using GatherAxpyFn = void (*)(const float* p, const float* values, std::int64_t dv,
                               const std::int32_t* index, std::int64_t n, float alpha, float* acc);
 
+// scores[r * stride + j] = scale * x_r . key_j for the `rows` rows of x (d
+// floats apart) and the n_padded keys of `panels`, in k-means' panel layout
+// (NearestCentroidFn; n_padded a multiple of kCentroidPanel): the ladder
+// walk's scores of every sampled row against a block of keys at once, on the
+// register tile k-means and the compensation pass use.
+using PanelScoresFn = void (*)(const float* x, std::int64_t rows, std::int64_t d,
+                               const float* panels, std::int64_t n_padded, float scale,
+                               float* scores, std::int64_t stride);
+
 // out[i * keys + j] = sum_c q[i][c] * k[j][c] over d channels (a multiple of
 // 4, at most kMaxHeadDim), exactly, through the target's int8 packing and
 // Q.K^T micro-kernel: what the tests check every target's int8 arithmetic by.
@@ -119,6 +128,7 @@ struct TargetOps {
   // The router's ladder walk (routing/ladder_scorer.cc).
   GatherDotFn gather_dot = nullptr;
   GatherAxpyFn gather_axpy = nullptr;
+  PanelScoresFn panel_scores = nullptr;
   // The compensation pass's block merge (compensation/compensate.cc).
   PooledMergeFn pooled_merge = nullptr;
   // Its bf16 dot-product twin: null on targets without a bf16 dot product.

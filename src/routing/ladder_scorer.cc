@@ -29,6 +29,7 @@ inline float to_f32(std::uint16_t bits) {  // bf16: the high half of an f32
 // from memory once for all the head's sampled rows, and stay in L1 (32 keys of
 // d = dv = 128: 32 KiB) while they do.
 constexpr std::int64_t kKeyBlock = 32;
+static_assert(kKeyBlock % kernel::kCentroidPanel == 0, "a key block is whole panels");
 
 // One sampled row's walk over one chain: the keys [begin, end) of its hull,
 // each with its ring (level[i] < rings) or none (level[i] >= rings). A row on
@@ -55,7 +56,8 @@ struct Scratch {
   std::vector<float> q;                  // [rows, d] in f32
   std::vector<float> max, sum, acc;      // per (track, ring); acc [.., dv]
   std::vector<float> score;              // a block's kept keys' scores, then weights
-  std::vector<float> kb, vb;             // the current key block's K and V rows in f32
+  std::vector<float> kb, vb;             // the current key block's K (panels) and V rows in f32
+  std::vector<float> block_scores;       // [rows, kKeyBlock]: every sampled row's scores
   std::vector<std::int32_t> index;       // a block's kept keys, grouped by ring
   std::vector<std::size_t> start, fill;  // each ring's first entry of index
   std::vector<double> out, rung_err;
@@ -139,8 +141,7 @@ void make_tracks(const Inputs& in, const std::vector<std::size_t>& chain, ChainT
 // weighted V rescaled, folded into the weighted sum) and the weights.
 void walk_block(const Inputs& in, const ChainTracks& c, const Track& t, std::int64_t block,
                 std::int64_t k0, std::int64_t k1, Scratch& s) {
-  const std::int64_t d = in.q.dim, dv = in.v.dim;
-  const float* q = s.q.data() + t.row * d;
+  const std::int64_t dv = in.v.dim;
   const std::uint8_t* level = c.level.data() + t.level + (k0 - t.begin);  // from key k0
   s.start.assign(t.rings + 1, 0);
   for (std::int64_t k = k0; k < k1; ++k) {
@@ -156,8 +157,8 @@ void walk_block(const Inputs& in, const ChainTracks& c, const Track& t, std::int
     if (ring < t.rings) s.index[s.fill[ring]++] = static_cast<std::int32_t>(k - block);
   }
   s.score.resize(kept);
-  in.ops.gather_dot(q, s.kb.data(), d, s.index.data(), static_cast<std::int64_t>(kept), in.scale,
-                    s.score.data());
+  const float* row_scores = s.block_scores.data() + t.row * kKeyBlock;
+  for (std::size_t i = 0; i < kept; ++i) s.score[i] = row_scores[s.index[i]];
   for (std::size_t r = 0; r < t.rings; ++r) {
     const std::size_t b = s.start[r], e = s.start[r + 1];
     if (b == e) continue;
@@ -259,17 +260,41 @@ void score_chain(const Inputs& in, std::int64_t h, const std::vector<std::size_t
   }
   for (std::int64_t k0 = first; k0 < last; k0 += kKeyBlock) {
     const std::int64_t k1 = std::min(k0 + kKeyBlock, last);
-    // The block's K and V rows in f32, contiguous: converted once for all rows.
-    s.kb.resize(static_cast<std::size_t>(kKeyBlock * d));
+    // The sampled rows some track of which keeps a key of the block (rows are
+    // in sequence order, so for a band they are a run): [row_lo, row_hi).
+    std::int64_t row_lo = r, row_hi = 0;
+    for (const Track& t : c.tracks) {
+      const std::int64_t lo = std::max(k0, t.begin), hi = std::min(k1, t.end);
+      if (lo >= hi) continue;
+      const std::uint8_t* level = c.level.data() + t.level + (lo - t.begin);
+      for (std::int64_t k = 0; k < hi - lo; ++k) {
+        if (level[k] < t.rings) {
+          row_lo = std::min(row_lo, t.row);
+          row_hi = std::max(row_hi, t.row + 1);
+          break;
+        }
+      }
+    }
+    if (row_lo >= row_hi) continue;
+    // The block's K in f32 panels (kernel::NearestCentroidFn's layout, zero
+    // past k1) and V rows: converted once for all rows.
+    constexpr std::int64_t kPanel = kernel::kCentroidPanel;
+    s.kb.assign(static_cast<std::size_t>(kKeyBlock * d), 0.0f);
     s.vb.resize(static_cast<std::size_t>(kKeyBlock * dv));
     for (std::int64_t k = k0; k < k1; ++k) {
       const T* kr = row_of<T>(in.k, h, k);
       const T* vr = row_of<T>(in.v, h, k);
-      float* kd = s.kb.data() + (k - k0) * d;
+      float* kd = s.kb.data() + (k - k0) / kPanel * kPanel * d + (k - k0) % kPanel;
       float* vd = s.vb.data() + (k - k0) * dv;
-      for (std::int64_t c = 0; c < d; ++c) kd[c] = to_f32(kr[c]);
+      for (std::int64_t c = 0; c < d; ++c) kd[c * kPanel] = to_f32(kr[c]);
       for (std::int64_t c = 0; c < dv; ++c) vd[c] = to_f32(vr[c]);
     }
+    // Every such row against the whole block on the register tile, rather than
+    // one row against its kept keys at a time (a matrix-vector loop with a
+    // horizontal sum per key, a quarter of the kernel's rate).
+    s.block_scores.resize(static_cast<std::size_t>(r * kKeyBlock));
+    in.ops.panel_scores(s.q.data() + row_lo * d, row_hi - row_lo, d, s.kb.data(), kKeyBlock,
+                        in.scale, s.block_scores.data() + row_lo * kKeyBlock, kKeyBlock);
     for (const Track& t : c.tracks) {
       const std::int64_t lo = std::max(k0, t.begin), hi = std::min(k1, t.end);
       if (lo < hi) walk_block(in, c, t, k0, lo, hi, s);

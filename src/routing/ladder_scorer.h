@@ -16,9 +16,11 @@
 // work item writing its own slots, summed in a fixed order afterwards, so
 // results do not depend on the thread count. Compared with the kernel's
 // stacked scoring (every rung its own section) the errors agree to about
-// 1e-4 of themselves (tests/ladder_scorer_test.cc). The dot products and
-// weighted sums run in the active SIMD target's loops (TargetOps::gather_dot
-// and gather_axpy, kernel/ladder_walk-inl.h), compiled per target. Inputs:
+// 1e-4 of themselves (tests/ladder_scorer_test.cc). The scores of a block
+// run for every sampled row that keeps one of its keys at once, on the
+// register tile of k-means (TargetOps::panel_scores), and the weighted sums
+// in the active SIMD target's loop (TargetOps::gather_axpy; both in
+// kernel/ladder_walk-inl.h, compiled per target). Inputs:
 // f32 or bf16 q, k, v (ladder_scoring_applies()).
 #pragma once
 
