@@ -9,6 +9,7 @@
 #include "kernel/simd-inl.h"
 #include "kernel/tensor_rows-inl.h"
 #include "kernel/softmax_rows-inl.h"
+#include "kernel/row_groups-inl.h"
 #include "kernel/f32_path-inl.h"
 #include "kernel/flash_forward-inl.h"
 #include "kernel/int8_path-inl.h"
