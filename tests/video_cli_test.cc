@@ -118,13 +118,17 @@ TEST(VideoCli, RouteTakesPooledFlagsAndMixFamilies) {
   const std::string geometry = "route --geometry frames=4,height=16,width=16 --head-dim 16 ";
   Result r = run(geometry + "--heads 2 --json --method pooled --p 1 --floor 2 --gate -1");
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  for (const auto& head : nlohmann::json::parse(r.out).at("heads")) {
+  // The parsed document outlives the loop (a range-for over a member of a
+  // temporary would iterate freed memory).
+  nlohmann::json json = nlohmann::json::parse(r.out);
+  for (const auto& head : json.at("heads")) {
     EXPECT_EQ(head.at("choice").get<std::string>(), "pooled");
     EXPECT_EQ(head.at("family").get<std::string>(), "pooled");
   }
   r = run(geometry + "--heads 2 --json --method mix --families spatial,temporal,pooled");
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  for (const auto& head : nlohmann::json::parse(r.out).at("heads")) {
+  json = nlohmann::json::parse(r.out);
+  for (const auto& head : json.at("heads")) {
     EXPECT_TRUE(head.at("routed").get<bool>());
     EXPECT_EQ(head.at("mse").size(), 2u);  // the shared candidates: spatial, temporal
   }
