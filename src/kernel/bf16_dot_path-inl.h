@@ -14,6 +14,36 @@ inline std::uint32_t bf16_pair(std::uint16_t low, std::uint16_t high) {
 
 inline bool bf16_special(std::uint16_t bits) { return (bits & 0x7f80u) == 0x7f80u; }
 
+// r[i] holds row i of a 16 x 16 block of 32-bit elements; afterwards r[j]
+// holds its column j (unpacks within 128-bit lanes, then lane shuffles).
+// The intrinsics take full masks and an explicit source, as simd-inl.h's do:
+// GCC 12 warns the unmasked forms' undefined source may be used.
+constexpr __mmask16 kAll16 = 0xffff;
+constexpr __mmask8 kAll8 = 0xff;
+inline void transpose_16x16(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_mask_unpacklo_epi32(r[i], kAll16, r[i], r[i + 1]);
+    t[i + 1] = _mm512_mask_unpackhi_epi32(r[i], kAll16, r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_mask_unpacklo_epi64(t[i], kAll8, t[i], t[i + 2]);
+    r[i + 1] = _mm512_mask_unpackhi_epi64(t[i], kAll8, t[i], t[i + 2]);
+    r[i + 2] = _mm512_mask_unpacklo_epi64(t[i + 1], kAll8, t[i + 1], t[i + 3]);
+    r[i + 3] = _mm512_mask_unpackhi_epi64(t[i + 1], kAll8, t[i + 1], t[i + 3]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm512_mask_shuffle_i32x4(r[i], kAll16, r[i], r[i + 4], 0x88);
+    t[i + 4] = _mm512_mask_shuffle_i32x4(r[i], kAll16, r[i], r[i + 4], 0xdd);
+    t[i + 8] = _mm512_mask_shuffle_i32x4(r[i + 8], kAll16, r[i + 8], r[i + 12], 0x88);
+    t[i + 12] = _mm512_mask_shuffle_i32x4(r[i + 8], kAll16, r[i + 8], r[i + 12], 0xdd);
+  }
+  for (int i = 0; i < 8; ++i) {
+    r[i] = _mm512_mask_shuffle_i32x4(t[i], kAll16, t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_mask_shuffle_i32x4(t[i], kAll16, t[i], t[i + 8], 0xdd);
+  }
+}
+
 // The members kernel/flash_forward-inl.h expects of a path (see F32Path).
 struct Bf16DotPath {
   static constexpr const char* kName = "vdpbf16ps";
@@ -35,18 +65,37 @@ struct Bf16DotPath {
     return static_cast<const std::uint16_t*>(t.data) + head * t.head_stride + row * t.row_stride;
   }
 
+  // Panel of kPanel keys from `key0` as [d / 2][kPanel] channel pairs; false
+  // if it holds NaN or Inf. A whole panel goes 16 keys x 16 pairs at a time
+  // through a register transpose (the scalar loop's scattered stores made
+  // packing a tenth of a small layer's time); past the last key, scalar.
   static bool pack_k_panel(const TensorView& k, std::int64_t head, std::int64_t key0,
                            std::uint32_t* panel, float*) {
     const std::int64_t pairs = k.dim / 2;
+    const std::int64_t whole = key0 + kPanel <= k.len ? pairs / 16 * 16 : 0;
+    const __m512i exponent = _mm512_set1_epi16(static_cast<short>(0x7f80));
+    __m512i top = _mm512_setzero_si512();  // largest exponent bits seen
     bool special = false;
-    for (std::int64_t j = 0; j < kPanel; ++j) {
+    for (std::int64_t j0 = 0; j0 < kPanel && whole > 0; j0 += 16) {
+      for (std::int64_t c0 = 0; c0 < whole; c0 += 16) {
+        __m512i r[16];
+        for (int i = 0; i < 16; ++i) {
+          r[i] = _mm512_loadu_si512(row_ptr(k, head, key0 + j0 + i) + 2 * c0);
+          top = _mm512_max_epu16(top, _mm512_and_si512(r[i], exponent));
+        }
+        transpose_16x16(r);
+        for (int i = 0; i < 16; ++i) _mm512_storeu_si512(panel + (c0 + i) * kPanel + j0, r[i]);
+      }
+    }
+    special = _mm512_cmpeq_epi16_mask(top, exponent) != 0;
+    for (std::int64_t j = 0; j < kPanel; ++j) {  // what the transpose left
       const std::int64_t key = key0 + j;
       if (key >= k.len) {
         for (std::int64_t c = 0; c < pairs; ++c) panel[c * kPanel + j] = 0;
         continue;
       }
       const std::uint16_t* src = row_ptr(k, head, key);
-      for (std::int64_t c = 0; c < pairs; ++c) {
+      for (std::int64_t c = whole; c < pairs; ++c) {
         special |= bf16_special(src[2 * c]) | bf16_special(src[2 * c + 1]);
         panel[c * kPanel + j] = bf16_pair(src[2 * c], src[2 * c + 1]);
       }
@@ -54,25 +103,46 @@ struct Bf16DotPath {
     return !special;
   }
 
-  // V stays row-major in key pairs, [keys / 2][dvp].
-  static bool pack_v_panel(const TensorView& v, std::int64_t head, std::int64_t key0,
-                           std::int64_t /*keys*/, std::int64_t dvp, std::uint32_t* head_v, float*) {
+  // V stays row-major in key pairs, [keys / 2][dvp]: 16 columns of a key pair
+  // at a time, each key's bf16 widened to the low or high half of a lane.
+  static VPanel pack_v_panel(const TensorView& v, std::int64_t head, std::int64_t key0,
+                             std::int64_t /*keys*/, std::int64_t dvp, std::uint32_t* head_v,
+                             float*) {
     std::uint32_t* out = head_v + key0 / 2 * dvp;
-    bool special = false;
+    const std::int64_t whole = v.dim / 16 * 16;
+    const __m512i exponent = _mm512_set1_epi32(0x7f807f80);
+    __m512i top = _mm512_setzero_si512();  // largest exponent bits seen, per half lane
+    std::uint16_t tail = 0;                // the same for the scalar columns
     for (std::int64_t pair = 0; pair < kPanel / 2; ++pair) {
       const std::int64_t key = key0 + 2 * pair;
       const std::uint16_t* even = key < v.len ? row_ptr(v, head, key) : nullptr;
       const std::uint16_t* odd = key + 1 < v.len ? row_ptr(v, head, key + 1) : nullptr;
       std::uint32_t* dst = out + pair * dvp;
-      for (std::int64_t col = 0; col < dvp; ++col) {
+      if (even != nullptr && odd != nullptr) {
+        for (std::int64_t col = 0; col < whole; col += 16) {
+          const __m512i low = _mm512_maskz_cvtepu16_epi32(
+              kAll16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(even + col)));
+          const __m512i high = _mm512_maskz_cvtepu16_epi32(
+              kAll16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(odd + col)));
+          const __m512i both = _mm512_or_si512(low, _mm512_maskz_slli_epi32(kAll16, high, 16));
+          top = _mm512_max_epu16(top, _mm512_and_si512(both, exponent));
+          _mm512_storeu_si512(dst + col, both);
+        }
+      }
+      const std::int64_t first = even != nullptr && odd != nullptr ? whole : 0;
+      for (std::int64_t col = first; col < dvp; ++col) {
         const bool in = col < v.dim;
         const std::uint16_t low = (in && even) ? even[col] : 0;
         const std::uint16_t high = (in && odd) ? odd[col] : 0;
-        special |= bf16_special(low) | bf16_special(high);
+        tail = std::max<std::uint16_t>(tail, std::max(low & 0x7f80, high & 0x7f80));
         dst[col] = bf16_pair(low, high);
       }
     }
-    return !special;
+    alignas(64) std::uint16_t lanes[32];
+    _mm512_store_si512(lanes, top);
+    for (const std::uint16_t lane : lanes) tail = std::max(tail, lane);
+    // bf16's exponent field is f32's: bits 7-14 of the half.
+    return {tail != 0x7f80, tail >> 7};
   }
 
   static void load_q_row(const TensorView& q, std::int64_t head, std::int64_t row,

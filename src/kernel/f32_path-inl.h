@@ -52,13 +52,14 @@ struct F32Path {
 
   // Keys [key0, key0 + kPanel) of V into every column chunk of `head_v`, which
   // holds `keys` keys (a multiple of kPanel); columns past v.dim are 0.
-  static bool pack_v_panel(const TensorView& v, std::int64_t head, std::int64_t key0,
-                           std::int64_t keys, std::int64_t dvp, float* head_v, float* row) {
-    bool finite = true;
+  static VPanel pack_v_panel(const TensorView& v, std::int64_t head, std::int64_t key0,
+                             std::int64_t keys, std::int64_t dvp, float* head_v, float* row) {
+    VPanel info;
     for (std::int64_t j = 0; j < kPanel; ++j) {
       const std::int64_t key = key0 + j;
       if (key < v.len) {
-        finite &= load_row_f32(v, head, key, row);
+        info.finite &= load_row_f32(v, head, key, row);
+        info.field = std::max(info.field, exponent_field(row, v.dim));
         std::fill(row + v.dim, row + dvp, 0.0f);
       } else {
         std::fill(row, row + dvp, 0.0f);
@@ -67,7 +68,7 @@ struct F32Path {
         std::copy(row + col, row + col + kPanel, v_chunk(head_v, keys, key, col, dvp));
       }
     }
-    return finite;
+    return info;
   }
 
   static void load_q_row(const TensorView& q, std::int64_t head, std::int64_t row, float* dst) {

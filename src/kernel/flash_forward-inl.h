@@ -203,11 +203,10 @@ struct FlashForward {
       float* row = scratch.row.in(ws.per_worker[worker].get<std::byte>(scratch.bytes));
       QkElem* kp = packed_k + h * k_head_elems + panel * Path::k_panel_elems(d);
       const bool k_ok = path.pack_k_panel(p.k, head0 + h, key0, kp, row);
-      const bool v_ok = Path::pack_v_panel(p.v, head0 + h, key0, panels * kPanel, dvp,
-                                           packed_v + h * v_head_elems, row);
-      atomic_max(v_field[h],
-                 max_exponent_field(p.v, head0 + h, key0, std::min(key0 + kPanel, p.v.len), row));
-      if (p.check_finite && !(k_ok && v_ok)) {
+      const VPanel v_info = Path::pack_v_panel(p.v, head0 + h, key0, panels * kPanel, dvp,
+                                               packed_v + h * v_head_elems, row);
+      atomic_max(v_field[h], v_info.field);
+      if (p.check_finite && !(k_ok && v_info.finite)) {
         // Find the exact row for the message; this is the rare error path.
         for (std::int64_t key = key0; key < std::min(key0 + kPanel, p.k.len); ++key) {
           if (!row_is_finite(p.k, head0 + h, key)) atomic_min(bad_k, (head0 + h) * p.k.len + key);

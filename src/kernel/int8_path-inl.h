@@ -164,8 +164,8 @@ struct Int8QkPath {
     return finite;
   }
 
-  static bool pack_v_panel(const TensorView& v, std::int64_t head, std::int64_t key0,
-                           std::int64_t keys, std::int64_t dvp, VElem* head_v, float* row) {
+  static VPanel pack_v_panel(const TensorView& v, std::int64_t head, std::int64_t key0,
+                             std::int64_t keys, std::int64_t dvp, VElem* head_v, float* row) {
     return PvPath::pack_v_panel(v, head, key0, keys, dvp, head_v, row);
   }
 

@@ -42,19 +42,23 @@ inline bool row_is_finite(const TensorView& t, std::int64_t head, std::int64_t r
   return load_row_f32(t, head, row, tmp);
 }
 
-// Largest biased f32 exponent field among rows [key0, key1) of `head` (|x| <
-// 2^(field - 126) for every element); `row` is dim floats of scratch.
-inline int max_exponent_field(const TensorView& t, std::int64_t head, std::int64_t key0,
-                              std::int64_t key1, float* row) {
+// What packing one panel of V found: whether its rows are finite, and the
+// largest biased f32 exponent field among them (|x| < 2^(field - 126) for
+// every element), which the overflow guard of pack_heads needs. Each path's
+// pack_v_panel reports both from the rows it already holds, so V is read once.
+struct VPanel {
+  bool finite = true;
+  int field = 0;
+};
+
+// Largest biased exponent field of n f32 values.
+inline int exponent_field(const float* row, std::int64_t n) {
   std::uint32_t best = 0;
-  for (std::int64_t key = key0; key < key1; ++key) {
-    load_row_f32(t, head, key, row);
-    for (std::int64_t i = 0; i < t.dim; ++i) {
-      std::uint32_t bits;
-      __builtin_memcpy(&bits, row + i, 4);
-      const std::uint32_t field = (bits >> 23) & 0xffu;
-      best = field > best ? field : best;
-    }
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::uint32_t bits;
+    __builtin_memcpy(&bits, row + i, 4);
+    const std::uint32_t field = (bits >> 23) & 0xffu;
+    best = field > best ? field : best;
   }
   return static_cast<int>(best);
 }
