@@ -139,8 +139,8 @@ void make_tracks(const Inputs& in, const std::vector<std::size_t>& chain, ChainT
 // kept keys grouped by ring (each ring's in key order), their scores in one
 // call of the target's loop, then per ring its maximum raised once (its sum and
 // weighted V rescaled, folded into the weighted sum) and the weights.
-void walk_block(const Inputs& in, const ChainTracks& c, const Track& t, std::int64_t block,
-                std::int64_t k0, std::int64_t k1, Scratch& s) {
+void walk_block(const Inputs& in, const ChainTracks& c, std::size_t base, const Track& t,
+                std::int64_t block, std::int64_t k0, std::int64_t k1, Scratch& s) {
   const std::int64_t dv = in.v.dim;
   const std::uint8_t* level = c.level.data() + t.level + (k0 - t.begin);  // from key k0
   s.start.assign(t.rings + 1, 0);
@@ -162,7 +162,7 @@ void walk_block(const Inputs& in, const ChainTracks& c, const Track& t, std::int
   for (std::size_t r = 0; r < t.rings; ++r) {
     const std::size_t b = s.start[r], e = s.start[r + 1];
     if (b == e) continue;
-    const std::size_t at = t.state + r;
+    const std::size_t at = base + t.state + r;
     const float block_max = *std::max_element(s.score.begin() + b, s.score.begin() + e);
     float alpha = 1.0f;
     if (block_max > s.max[at]) {
@@ -191,13 +191,13 @@ struct RungTerm {
 // Merges a track's rings in order (log-sum-exp, in double); after ring r the
 // squared error of the merged output (with its rung's compensation term)
 // against `ref` goes to err[r].
-void merge_rings(const Scratch& s, const Track& t, const float* ref, std::int64_t dv,
-                 std::vector<double>& out, double* err, const RungTerm& term) {
+void merge_rings(const Scratch& s, std::size_t base, const Track& t, const float* ref,
+                 std::int64_t dv, std::vector<double>& out, double* err, const RungTerm& term) {
   double m = -std::numeric_limits<double>::infinity(), sum = 0.0;
   out.assign(static_cast<std::size_t>(dv), 0.0);
   std::vector<double> rung;
   for (std::size_t r = 0; r < t.rings; ++r) {
-    const std::size_t at = t.state + r;
+    const std::size_t at = base + t.state + r;
     if (s.sum[at] > 0.0f) {
       const double ring_max = s.max[at];
       const double top = std::max(m, ring_max);
@@ -236,11 +236,13 @@ void merge_rings(const Scratch& s, const Track& t, const float* ref, std::int64_
   }
 }
 
-// One (head, chain): every sampled row's rungs' squared errors into
-// err[row * candidates + candidate].
+// One head, every chain: each sampled row's rungs' squared errors into
+// err[row * candidates + candidate]. The chains walk the keys together, so a
+// block's K and V are converted and its scores computed once for all of them.
 template <typename T>
-void score_chain(const Inputs& in, std::int64_t h, const std::vector<std::size_t>& chain,
-                 const ChainTracks& c, Scratch& s, double* err, std::size_t candidates) {
+void score_head(const Inputs& in, std::int64_t h, std::span<const std::vector<std::size_t>> chains,
+                std::span<const ChainTracks> walks, Scratch& s, double* err,
+                std::size_t candidates) {
   const std::int64_t d = in.q.dim, dv = in.v.dim;
   const std::int64_t r = static_cast<std::int64_t>(in.rows.size());
   s.q.resize(static_cast<std::size_t>(r * d));
@@ -249,35 +251,42 @@ void score_chain(const Inputs& in, std::int64_t h, const std::vector<std::size_t
     for (std::int64_t c = 0; c < d; ++c)
       s.q[static_cast<std::size_t>(j * d + c)] = to_f32(q_row[c]);
   }
-  s.max.assign(c.states, kNegInf);
-  s.sum.assign(c.states, 0.0f);
-  s.acc.assign(c.states * static_cast<std::size_t>(dv), 0.0f);
+  // Each chain's ring states from its base offset.
+  std::vector<std::size_t> base(walks.size() + 1, 0);
+  for (std::size_t c = 0; c < walks.size(); ++c) base[c + 1] = base[c] + walks[c].states;
+  s.max.assign(base.back(), kNegInf);
+  s.sum.assign(base.back(), 0.0f);
+  s.acc.assign(base.back() * static_cast<std::size_t>(dv), 0.0f);
   std::int64_t first = std::numeric_limits<std::int64_t>::max(), last = 0;
-  for (const Track& t : c.tracks) {
-    if (t.begin >= t.end) continue;
-    first = std::min(first, t.begin);
-    last = std::max(last, t.end);
+  for (const ChainTracks& c : walks) {
+    for (const Track& t : c.tracks) {
+      if (t.begin >= t.end) continue;
+      first = std::min(first, t.begin);
+      last = std::max(last, t.end);
+    }
   }
   for (std::int64_t k0 = first; k0 < last; k0 += kKeyBlock) {
     const std::int64_t k1 = std::min(k0 + kKeyBlock, last);
     // The sampled rows some track of which keeps a key of the block (rows are
     // in sequence order, so for a band they are a run): [row_lo, row_hi).
     std::int64_t row_lo = r, row_hi = 0;
-    for (const Track& t : c.tracks) {
-      const std::int64_t lo = std::max(k0, t.begin), hi = std::min(k1, t.end);
-      if (lo >= hi) continue;
-      const std::uint8_t* level = c.level.data() + t.level + (lo - t.begin);
-      for (std::int64_t k = 0; k < hi - lo; ++k) {
-        if (level[k] < t.rings) {
-          row_lo = std::min(row_lo, t.row);
-          row_hi = std::max(row_hi, t.row + 1);
-          break;
+    for (const ChainTracks& c : walks) {
+      for (const Track& t : c.tracks) {
+        const std::int64_t lo = std::max(k0, t.begin), hi = std::min(k1, t.end);
+        if (lo >= hi || (t.row >= row_lo && t.row < row_hi)) continue;
+        const std::uint8_t* level = c.level.data() + t.level + (lo - t.begin);
+        for (std::int64_t k = 0; k < hi - lo; ++k) {
+          if (level[k] < t.rings) {
+            row_lo = std::min(row_lo, t.row);
+            row_hi = std::max(row_hi, t.row + 1);
+            break;
+          }
         }
       }
     }
     if (row_lo >= row_hi) continue;
     // The block's K in f32 panels (kernel::NearestCentroidFn's layout, zero
-    // past k1) and V rows: converted once for all rows.
+    // past k1) and V rows: converted once for all rows and chains.
     constexpr std::int64_t kPanel = kernel::kCentroidPanel;
     s.kb.assign(static_cast<std::size_t>(kKeyBlock * d), 0.0f);
     s.vb.resize(static_cast<std::size_t>(kKeyBlock * dv));
@@ -295,18 +304,23 @@ void score_chain(const Inputs& in, std::int64_t h, const std::vector<std::size_t
     s.block_scores.resize(static_cast<std::size_t>(r * kKeyBlock));
     in.ops.panel_scores(s.q.data() + row_lo * d, row_hi - row_lo, d, s.kb.data(), kKeyBlock,
                         in.scale, s.block_scores.data() + row_lo * kKeyBlock, kKeyBlock);
-    for (const Track& t : c.tracks) {
-      const std::int64_t lo = std::max(k0, t.begin), hi = std::min(k1, t.end);
-      if (lo < hi) walk_block(in, c, t, k0, lo, hi, s);
+    for (std::size_t c = 0; c < walks.size(); ++c) {
+      for (const Track& t : walks[c].tracks) {
+        const std::int64_t lo = std::max(k0, t.begin), hi = std::min(k1, t.end);
+        if (lo < hi) walk_block(in, walks[c], base[c], t, k0, lo, hi, s);
+      }
     }
   }
-  for (const Track& t : c.tracks) {
-    const float* ref = in.reference + (h * in.reference_rows + t.row) * dv;
-    s.rung_err.assign(t.rings, 0.0);
-    merge_rings(s, t, ref, dv, s.out, s.rung_err.data(), {in.terms, h, t.row, &chain});
-    double* slot = err + static_cast<std::size_t>(t.row) * candidates;
-    for (std::size_t i = 0; i < t.rings; ++i)
-      slot[chain[t.rings == 1 ? t.rung : i]] = s.rung_err[i];
+  for (std::size_t c = 0; c < walks.size(); ++c) {
+    const std::vector<std::size_t>& chain = chains[c];
+    for (const Track& t : walks[c].tracks) {
+      const float* ref = in.reference + (h * in.reference_rows + t.row) * dv;
+      s.rung_err.assign(t.rings, 0.0);
+      merge_rings(s, base[c], t, ref, dv, s.out, s.rung_err.data(), {in.terms, h, t.row, &chain});
+      double* slot = err + static_cast<std::size_t>(t.row) * candidates;
+      for (std::size_t i = 0; i < t.rings; ++i)
+        slot[chain[t.rings == 1 ? t.rung : i]] = s.rung_err[i];
+    }
   }
 }
 
@@ -362,16 +376,13 @@ void score_ladders(ThreadingContext& context, int threads, const TensorView& q, 
     make_tracks(in, chains[static_cast<std::size_t>(c)], tracks[static_cast<std::size_t>(c)]);
   });
   std::vector<Scratch> scratch(static_cast<std::size_t>(context.resolve(threads)));
-  context.run(threads, heads * n_chains, [&](std::int64_t item, int worker) {
+  context.run(threads, heads, [&](std::int64_t h, int worker) {
     Scratch& s = scratch[static_cast<std::size_t>(worker)];
-    const std::int64_t h = item / n_chains;
-    const std::size_t chain_index = static_cast<std::size_t>(item % n_chains);
-    const std::vector<std::size_t>& chain = chains[chain_index];
     double* slots = err.data() + static_cast<std::size_t>(h * r) * candidates;
     if (q.dtype == DType::kF32) {
-      score_chain<float>(in, h, chain, tracks[chain_index], s, slots, candidates);
+      score_head<float>(in, h, chains, tracks, s, slots, candidates);
     } else {
-      score_chain<std::uint16_t>(in, h, chain, tracks[chain_index], s, slots, candidates);
+      score_head<std::uint16_t>(in, h, chains, tracks, s, slots, candidates);
     }
   });
   const double count = static_cast<double>(r * v.dim);

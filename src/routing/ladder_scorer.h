@@ -9,11 +9,12 @@
 // by key) scores each of its rungs on its own: still exact, never wrong.
 //
 // The walk goes over keys in blocks of 32, each block visited by every
-// sampled row of the head in turn (online softmax per ring), so K and V are
-// read from memory once per head and chain, not once per row. Scores and
-// weights are computed in f32 (Q.K^T in fixed-order partial sums, weights by
-// expf), rings merged and errors summed in double. Every (head, chain) is one
-// work item writing its own slots, summed in a fixed order afterwards, so
+// sampled row of the head and every chain in turn (online softmax per ring),
+// so K and V are read from memory, converted and scored once per head, not
+// once per row or chain. Scores and weights are computed in f32 (Q.K^T in
+// fixed-order partial sums, weights by expf), rings merged and errors summed
+// in double. Every head is one work item writing its own slots, summed in a
+// fixed order afterwards, so
 // results do not depend on the thread count. Compared with the kernel's
 // stacked scoring (every rung its own section) the errors agree to about
 // 1e-4 of themselves (tests/ladder_scorer_test.cc). The scores of a block
