@@ -35,7 +35,29 @@ inline void gather_axpy(const float* __restrict p, const float* __restrict value
                         const std::int32_t* __restrict index, std::int64_t n, float alpha,
                         float* __restrict acc) {
   const std::int64_t full = dv / kLanes * kLanes;
-  for (std::int64_t c = 0; c < full; c += kLanes) {
+  std::int64_t c = 0;
+  // Four column vectors per pass: four independent accumulators, so a key's
+  // multiply-adds do not wait on the previous key's (one accumulator waited
+  // the FMA latency per key and vector). Each column's sum is in key order
+  // either way.
+  for (; c + 4 * kLanes <= full; c += 4 * kLanes) {
+    const VF a_scale = splat(alpha);
+    VF a0 = load(acc + c) * a_scale, a1 = load(acc + c + kLanes) * a_scale;
+    VF a2 = load(acc + c + 2 * kLanes) * a_scale, a3 = load(acc + c + 3 * kLanes) * a_scale;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float* v = values + static_cast<std::int64_t>(index[i]) * dv + c;
+      const VF w = splat(p[i]);
+      a0 += w * load(v);
+      a1 += w * load(v + kLanes);
+      a2 += w * load(v + 2 * kLanes);
+      a3 += w * load(v + 3 * kLanes);
+    }
+    store(acc + c, a0);
+    store(acc + c + kLanes, a1);
+    store(acc + c + 2 * kLanes, a2);
+    store(acc + c + 3 * kLanes, a3);
+  }
+  for (; c < full; c += kLanes) {
     VF a = load(acc + c) * splat(alpha);
     for (std::int64_t i = 0; i < n; ++i) {
       a += splat(p[i]) * load(values + static_cast<std::int64_t>(index[i]) * dv + c);
