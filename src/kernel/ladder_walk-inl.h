@@ -73,10 +73,14 @@ inline void gather_axpy(const float* __restrict p, const float* __restrict value
   }
 }
 
-// R rows of x against one panel of kCentroidPanel keys, times scale.
+// scores[r * stride + j] = scale * x_r . key_j (+ bias[j] where bias is not
+// null) for the R rows at x (rows d apart) and the kCentroidPanel keys of one
+// panel: the walk's scores, and the compensation pass's (pooled_merge-inl.h)
+// with the log of each pooled tile's size as its bias.
 template <int R>
 inline void panel_scores_tile(const float* __restrict x, std::int64_t d,
-                              const float* __restrict panel, float scale, float* __restrict scores,
+                              const float* __restrict panel, float scale,
+                              const float* __restrict bias, float* __restrict scores,
                               std::int64_t stride) {
   VF acc[R][kCentroidVecs];
   panel_dots<R>(x, d, panel, acc);
@@ -84,7 +88,9 @@ inline void panel_scores_tile(const float* __restrict x, std::int64_t d,
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (int j = 0; j < kCentroidVecs; ++j) {
-      store(scores + r * stride + j * kLanes, acc[r][j] * splat(scale));
+      const VF scaled = acc[r][j] * splat(scale);
+      store(scores + r * stride + j * kLanes,
+            bias != nullptr ? scaled + load(bias + j * kLanes) : scaled);
     }
 }
 
@@ -94,10 +100,11 @@ inline void panel_scores(const float* x, std::int64_t rows, std::int64_t d, cons
   for (std::int64_t p = 0; p < n_padded; p += kCentroidPanel) {
     const float* panel = panels + p * d;
     for (std::int64_t r = 0; r < full; r += kPointRows) {
-      panel_scores_tile<kPointRows>(x + r * d, d, panel, scale, scores + r * stride + p, stride);
+      panel_scores_tile<kPointRows>(x + r * d, d, panel, scale, nullptr, scores + r * stride + p,
+                                    stride);
     }
     for (std::int64_t r = full; r < rows; ++r) {
-      panel_scores_tile<1>(x + r * d, d, panel, scale, scores + r * stride + p, stride);
+      panel_scores_tile<1>(x + r * d, d, panel, scale, nullptr, scores + r * stride + p, stride);
     }
   }
 }

@@ -12,22 +12,6 @@
 
 static_assert(kPointRows <= kMaxMergeRows, "the scores scratch holds kMaxMergeRows rows");
 
-// scores[r * stride + j] = scale * q_r . key_j + bias[j] for the R rows at q
-// (rows d apart) and the kCentroidPanel keys of one panel.
-template <int R>
-inline void pooled_panel_scores(const float* __restrict q, std::int64_t d,
-                                const float* __restrict panel, const float* __restrict bias,
-                                float scale, float* __restrict scores, std::int64_t stride) {
-  VF acc[R][kCentroidVecs];
-  panel_dots<R>(q, d, panel, acc);
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int j = 0; j < kCentroidVecs; ++j) {
-      store(scores + r * stride + j * kLanes, acc[r][j] * splat(scale) + load(bias + j * kLanes));
-    }
-}
-
 // Vectors of output columns per pass of the weighted sum: R rows of them
 // accumulate while one value row streams through.
 constexpr int kMergeVecs = 2;
@@ -88,8 +72,8 @@ inline void pooled_merge_rows(const PooledMergeArgs& a, std::int64_t row0) {
   const std::int64_t stride = a.n_padded;
   float* scores = a.scores;
   for (std::int64_t p = 0; p < a.n_padded; p += kCentroidPanel) {
-    pooled_panel_scores<R>(a.q + row0 * a.d, a.d, a.key_panels + p * a.d, a.bias + p, a.scale,
-                           scores + p, stride);
+    panel_scores_tile<R>(a.q + row0 * a.d, a.d, a.key_panels + p * a.d, a.scale, a.bias + p,
+                         scores + p, stride);
   }
   constexpr float kLog2e = 1.4426950408889634f;
   float alpha[R];
