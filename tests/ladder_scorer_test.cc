@@ -237,6 +237,42 @@ TEST(LadderScorer, Bf16InputsAgreeWithTheStackedScoring) {
   EXPECT_FALSE(detail::ladder_scoring_applies(view(q), view(k), view(v), options));
 }
 
+// With every candidate on a chain and a reference of one whole key range, the
+// walk computes the reference rows itself (no kernel call): their power, the
+// MSEs' denominator, equals the kernel's and float64's; a reference that is
+// not one whole range (a window) is left to the kernel, its MSEs still exact.
+TEST(LadderScorer, TheWalkComputesWholeRangeReferencesAndLeavesOthersToTheKernel) {
+  const Case c = make_case();
+  const std::vector<Mask> masks = masks_of(c);
+  auto context = std::make_shared<ThreadingContext>(2);
+  const auto backend = make_backend("cpu", context);
+  detail::LadderScoring ladder{context.get(), detail::ladder_chains(c.candidates)};
+  AttentionOptions options;
+  options.check_finite = false;
+  for (const Mask& reference : {Mask::dense(), Mask::key_range(0, c.n - 7), Mask::local(50, 50)}) {
+    SCOPED_TRACE(reference.to_string());
+    std::vector<double> power[2];
+    for (int walked = 0; walked < 2; ++walked) {
+      detail::Router router;
+      router.score(*backend, c.view(c.q), c.view(c.k), c.view(c.v), reference, masks, c.rows, 64,
+                   options, nullptr, &power[walked], walked ? &ladder : nullptr);
+    }
+    for (std::int64_t h = 0; h < c.heads; ++h) {
+      double exact = 0.0;
+      for (const std::int64_t row : c.rows) {
+        for (const double x : reference_row(c.q, c.k, c.v, c.n, c.d, h, row, reference)) {
+          exact += x * x;
+        }
+      }
+      exact /= static_cast<double>(c.rows.size() * c.d);
+      EXPECT_NEAR(power[1][h], exact, 1e-5 * exact) << h;
+      EXPECT_NEAR(power[1][h], power[0][h], 1e-5 * exact) << h;
+    }
+    expect_close(score(c, masks, reference, true, 2), reference_mse(c, masks, reference),
+                 "walked vs float64");
+  }
+}
+
 TEST(LadderScorer, BitIdenticalForAnyThreadCount) {
   const Case c = make_case();
   const std::vector<Mask> masks = masks_of(c);

@@ -74,6 +74,7 @@ struct Inputs {
   const float* reference;
   std::int64_t reference_rows;
   const CompensationTerms* terms;  // null: no compensation
+  DenseRows dense;                 // out null: the reference rows are given
 };
 
 template <typename T>
@@ -180,6 +181,30 @@ void walk_block(const Inputs& in, const ChainTracks& c, std::size_t base, const 
   }
 }
 
+// Every key of `part` (within the block from k0) into sampled row j's dense
+// state `at`: the reference rows, when the walk computes them.
+void dense_block_row(const Inputs& in, std::size_t at, std::int64_t j, std::int64_t k0,
+                     IndexRange part, Scratch& s) {
+  const std::int64_t n = part.size(), offset = part.begin - k0;
+  const float* scores = s.block_scores.data() + j * kKeyBlock + offset;
+  const float block_max = *std::max_element(scores, scores + n);
+  float alpha = 1.0f;
+  if (block_max > s.max[at]) {
+    if (s.sum[at] > 0.0f) alpha = std::exp(s.max[at] - block_max);
+    s.sum[at] *= alpha;
+    s.max[at] = block_max;
+  }
+  s.score.resize(static_cast<std::size_t>(n));
+  s.index.resize(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    s.score[static_cast<std::size_t>(i)] = std::exp(scores[i] - s.max[at]);
+    s.sum[at] += s.score[static_cast<std::size_t>(i)];
+    s.index[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(offset + i);
+  }
+  in.ops.gather_axpy(s.score.data(), s.vb.data(), in.v.dim, s.index.data(), n, alpha,
+                     s.acc.data() + at * static_cast<std::size_t>(in.v.dim));
+}
+
 // Where a rung's output goes: its compensation term, when there are terms,
 // merged in (candidate `c` of head `h`, sampled row `j`).
 struct RungTerm {
@@ -252,12 +277,17 @@ void score_head(const Inputs& in, std::int64_t h, std::span<const std::vector<st
       s.q[static_cast<std::size_t>(j * d + c)] = to_f32(q_row[c]);
   }
   // Each chain's ring states from its base offset.
+  // Then, with dense rows to compute, one state per sampled row from dense_base.
   std::vector<std::size_t> base(walks.size() + 1, 0);
   for (std::size_t c = 0; c < walks.size(); ++c) base[c + 1] = base[c] + walks[c].states;
-  s.max.assign(base.back(), kNegInf);
-  s.sum.assign(base.back(), 0.0f);
-  s.acc.assign(base.back() * static_cast<std::size_t>(dv), 0.0f);
-  std::int64_t first = std::numeric_limits<std::int64_t>::max(), last = 0;
+  const bool dense = in.dense.out != nullptr && !in.dense.keys.empty();
+  const std::size_t dense_base = base.back();
+  const std::size_t states = dense_base + (dense ? static_cast<std::size_t>(r) : 0);
+  s.max.assign(states, kNegInf);
+  s.sum.assign(states, 0.0f);
+  s.acc.assign(states * static_cast<std::size_t>(dv), 0.0f);
+  std::int64_t first = dense ? in.dense.keys.begin : std::numeric_limits<std::int64_t>::max();
+  std::int64_t last = dense ? in.dense.keys.end : 0;
   for (const ChainTracks& c : walks) {
     for (const Track& t : c.tracks) {
       if (t.begin >= t.end) continue;
@@ -269,7 +299,9 @@ void score_head(const Inputs& in, std::int64_t h, std::span<const std::vector<st
     const std::int64_t k1 = std::min(k0 + kKeyBlock, last);
     // The sampled rows some track of which keeps a key of the block (rows are
     // in sequence order, so for a band they are a run): [row_lo, row_hi).
-    std::int64_t row_lo = r, row_hi = 0;
+    const IndexRange dense_part{std::max(k0, in.dense.keys.begin), std::min(k1, in.dense.keys.end)};
+    const bool dense_block = dense && !dense_part.empty();
+    std::int64_t row_lo = dense_block ? 0 : r, row_hi = dense_block ? r : 0;
     for (const ChainTracks& c : walks) {
       for (const Track& t : c.tracks) {
         const std::int64_t lo = std::max(k0, t.begin), hi = std::min(k1, t.end);
@@ -309,6 +341,18 @@ void score_head(const Inputs& in, std::int64_t h, std::span<const std::vector<st
         const std::int64_t lo = std::max(k0, t.begin), hi = std::min(k1, t.end);
         if (lo < hi) walk_block(in, walks[c], base[c], t, k0, lo, hi, s);
       }
+    }
+    if (dense_block) {
+      for (std::int64_t j = 0; j < r; ++j)
+        dense_block_row(in, dense_base + j, j, k0, dense_part, s);
+    }
+  }
+  if (dense) {
+    for (std::int64_t j = 0; j < r; ++j) {  // the reference rows, before the chains read them
+      const std::size_t at = dense_base + static_cast<std::size_t>(j);
+      const float inv = s.sum[at] > 0.0f ? 1.0f / s.sum[at] : 0.0f;
+      float* out = in.dense.out + (h * in.reference_rows + j) * dv;
+      for (std::int64_t c = 0; c < dv; ++c) out[c] = s.acc[at * dv + c] * inv;
     }
   }
   for (std::size_t c = 0; c < walks.size(); ++c) {
@@ -361,13 +405,22 @@ void score_ladders(ThreadingContext& context, int threads, const TensorView& q, 
                    std::span<const std::vector<std::size_t>> chains,
                    std::span<const std::int64_t> rows, float scale, const float* reference,
                    std::int64_t reference_rows, std::vector<std::vector<double>>& mse,
-                   const CompensationTerms* terms) {
+                   const CompensationTerms* terms, DenseRows dense) {
   const std::int64_t heads = q.heads, r = static_cast<std::int64_t>(rows.size());
   const std::int64_t n_chains = static_cast<std::int64_t>(chains.size());
   const std::size_t candidates = masks.size();
-  if (n_chains == 0 || r == 0) return;
-  const Inputs in{kernel::active_target(), q,    k, v, masks, rows, scale, reference,
-                  reference_rows,          terms};
+  if ((n_chains == 0 && dense.out == nullptr) || r == 0) return;
+  const Inputs in{kernel::active_target(),
+                  q,
+                  k,
+                  v,
+                  masks,
+                  rows,
+                  scale,
+                  dense.out != nullptr ? dense.out : reference,
+                  reference_rows,
+                  terms,
+                  dense};
   // Squared errors per (head, row, candidate): every item writes its own slots.
   std::vector<double> err(static_cast<std::size_t>(heads * r) * candidates, 0.0);
   // Every chain's tracks (hulls, rings, nesting per sampled row): one item per chain.

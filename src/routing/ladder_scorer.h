@@ -50,17 +50,29 @@ std::vector<std::vector<std::size_t>> ladder_chains(std::span<const MaskCandidat
 bool ladder_scoring_applies(const TensorView& q, const TensorView& k, const TensorView& v,
                             const AttentionOptions& options);
 
+// The reference rows computed by the walk itself instead of given: every
+// sampled row against every key of `keys` (the dense mask, or the keys before
+// the padding), written to `out` ([heads, reference_rows, dv], f32), in the
+// walk's f32 arithmetic. The router takes this when every candidate is on a
+// chain, so its call needs no kernel pass (nor the packing of every head's K
+// and V) for 16 to 64 rows.
+struct DenseRows {
+  float* out = nullptr;  // null: the reference rows are given
+  IndexRange keys{};
+};
+
 // For every head h and every candidate c of every chain: the MSE over the
 // sampled rows and all dv channels of c's output against `reference`
 // (f32, [heads, reference_rows, dv], row i of a head being rows[i]) into
 // mse[h][c]; other entries are left alone. masks: every candidate's mask
 // (indexed like mse[h]); scale: the softmax scale; terms (null: none): each
-// rung's compensation term, merged into its output before the error.
+// rung's compensation term, merged into its output before the error; dense:
+// compute the reference rows instead (then `reference` is ignored).
 void score_ladders(ThreadingContext& context, int threads, const TensorView& q, const TensorView& k,
                    const TensorView& v, std::span<const Mask> masks,
                    std::span<const std::vector<std::size_t>> chains,
                    std::span<const std::int64_t> rows, float scale, const float* reference,
                    std::int64_t reference_rows, std::vector<std::vector<double>>& mse,
-                   const CompensationTerms* terms = nullptr);
+                   const CompensationTerms* terms = nullptr, DenseRows dense = {});
 
 }  // namespace tilesplash::detail

@@ -56,6 +56,37 @@ double section_mse(const float* section, const float* lse, const float* referenc
   return sum / static_cast<double>(r * dv);
 }
 
+// Per head, the mean square of the r reference rows (the first r of each
+// head's `block` rows of dv floats).
+std::vector<double> row_power(const float* outputs, std::int64_t heads, std::int64_t block,
+                              std::int64_t r, std::int64_t dv) {
+  std::vector<double> power(static_cast<std::size_t>(heads), 0.0);
+  for (std::int64_t h = 0; h < heads; ++h) {
+    const float* dense = outputs + h * block * dv;
+    double sum = 0.0;
+    for (std::int64_t i = 0; i < r * dv; ++i) sum += static_cast<double>(dense[i]) * dense[i];
+    power[static_cast<std::size_t>(h)] = sum / static_cast<double>(r * dv);
+  }
+  return power;
+}
+
+// The keys the reference keeps, when every sampled row keeps exactly one
+// whole range and it is the same range for all (the dense mask, or the keys
+// before the padding); else empty.
+IndexRange whole_key_range(const Mask& reference, const std::vector<std::int64_t>& rows,
+                           std::int64_t kv_len) {
+  IndexRange keys{};
+  for (const std::int64_t row : rows) {
+    const IndexRange hull = reference.kv_hull({row, row + 1}, kv_len);
+    if (hull.empty() || (!keys.empty() && (hull.begin != keys.begin || hull.end != keys.end)) ||
+        reference.classify({row, row + 1}, hull) != TileKind::kFull) {
+      return {};
+    }
+    keys = hull;
+  }
+  return keys;
+}
+
 }  // namespace
 
 }  // namespace tilesplash::detail
@@ -144,6 +175,21 @@ std::vector<std::vector<double>> Router::score(
   }
   const std::int64_t heads = q.heads;
   const std::int64_t r = static_cast<std::int64_t>(rows.size());
+  // Every candidate walked and a reference of whole key ranges: the walk
+  // computes the reference rows too, and there is no kernel call at all.
+  const IndexRange dense_keys =
+      incremental && on_kernel.empty() ? whole_key_range(reference, rows, k.len) : IndexRange{};
+  if (!dense_keys.empty()) {
+    outputs_.resize(static_cast<std::size_t>(heads * r * v.dim));
+    std::vector<std::vector<double>> mse(static_cast<std::size_t>(heads),
+                                         std::vector<double>(candidates.size(), 0.0));
+    const float scale =
+        options.scale ? *options.scale : 1.0f / std::sqrt(static_cast<float>(q.dim));
+    score_ladders(*ladder->context, options.threads, q, k, v, candidates, ladder->chains, rows,
+                  scale, nullptr, r, mse, terms, {outputs_.data(), dense_keys});
+    if (power != nullptr) *power = row_power(outputs_.data(), heads, r, r, v.dim);
+    return mse;
+  }
   const std::int64_t sections = 1 + static_cast<std::int64_t>(on_kernel.size());
   const std::int64_t block = sections * r;
   const std::int64_t d = q.dim;
@@ -178,14 +224,9 @@ std::vector<std::vector<double>> Router::score(
 
   std::vector<std::vector<double>> mse(static_cast<std::size_t>(heads),
                                        std::vector<double>(candidates.size(), 0.0));
-  if (power != nullptr) power->assign(static_cast<std::size_t>(heads), 0.0);
+  if (power != nullptr) *power = row_power(outputs_.data(), heads, block, r, dv);
   for (std::int64_t h = 0; h < heads; ++h) {
     const float* dense = outputs_.data() + h * block * dv;
-    if (power != nullptr) {
-      double sum = 0.0;
-      for (std::int64_t i = 0; i < r * dv; ++i) sum += static_cast<double>(dense[i]) * dense[i];
-      (*power)[static_cast<std::size_t>(h)] = sum / static_cast<double>(r * dv);
-    }
     for (std::int64_t s = 1; s < sections; ++s) {
       const std::size_t c = on_kernel[static_cast<std::size_t>(s - 1)];
       const float* lse = terms != nullptr ? lses_.data() + h * block + s * r : nullptr;
