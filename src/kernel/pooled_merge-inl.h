@@ -64,6 +64,32 @@ inline void pooled_axpy_tail(const float* w, std::int64_t stride, const float* v
   }
 }
 
+// R rows' weighted sums over every column (RowsAxpyFn for R rows).
+template <int R>
+inline void rows_axpy_tile(const float* w, std::int64_t w_stride, const float* values,
+                           std::int64_t dv, const std::int32_t* index, std::int64_t n,
+                           const float* alpha, float* o, std::int64_t o_stride) {
+  const std::int64_t whole = dv / (kMergeVecs * kLanes) * (kMergeVecs * kLanes);
+  for (std::int64_t c0 = 0; c0 < whole; c0 += kMergeVecs * kLanes) {
+    pooled_axpy_columns<R>(w, w_stride, values, dv, index, n, alpha, o, o_stride, c0);
+  }
+  if (whole < dv) pooled_axpy_tail(w, w_stride, values, dv, index, n, alpha, R, o, o_stride, whole);
+}
+
+inline void rows_axpy(const float* w, std::int64_t w_stride, const float* values, std::int64_t dv,
+                      const std::int32_t* index, std::int64_t n, const float* alpha,
+                      std::int64_t rows, float* o, std::int64_t o_stride) {
+  const std::int64_t full = rows / kPointRows * kPointRows;
+  for (std::int64_t r = 0; r < full; r += kPointRows) {
+    rows_axpy_tile<kPointRows>(w + r * w_stride, w_stride, values, dv, index, n, alpha + r,
+                               o + r * o_stride, o_stride);
+  }
+  for (std::int64_t r = full; r < rows; ++r) {
+    rows_axpy_tile<1>(w + r * w_stride, w_stride, values, dv, index, n, alpha + r, o + r * o_stride,
+                      o_stride);
+  }
+}
+
 // R rows of one q-block: scores, the merge with each row's (o, lse), and the
 // weighted sum of the mean values (see compensate_row in compensation.h for
 // the formula; here top is the max over lse and the row's scores).
@@ -88,14 +114,8 @@ inline void pooled_merge_rows(const PooledMergeArgs& a, std::int64_t row0) {
     for (std::int64_t j = 0; j < a.n; ++j) row[j] *= inv;
     *lse = top + std::log(sum);
   }
-  float* o = a.o + row0 * a.o_stride;
-  const std::int64_t whole = a.dv / (kMergeVecs * kLanes) * (kMergeVecs * kLanes);
-  for (std::int64_t c0 = 0; c0 < whole; c0 += kMergeVecs * kLanes) {
-    pooled_axpy_columns<R>(scores, stride, a.values, a.dv, a.index, a.n, alpha, o, a.o_stride, c0);
-  }
-  if (whole < a.dv) {
-    pooled_axpy_tail(scores, stride, a.values, a.dv, a.index, a.n, alpha, R, o, a.o_stride, whole);
-  }
+  rows_axpy_tile<R>(scores, stride, a.values, a.dv, a.index, a.n, alpha, a.o + row0 * a.o_stride,
+                    a.o_stride);
 }
 
 inline void pooled_merge(const PooledMergeArgs& a) {

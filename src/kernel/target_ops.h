@@ -39,6 +39,14 @@ using GatherDotFn = void (*)(const float* q, const float* keys, std::int64_t d,
 using GatherAxpyFn = void (*)(const float* p, const float* values, std::int64_t dv,
                               const std::int32_t* index, std::int64_t n, float alpha, float* acc);
 
+// o_r[c] = o_r[c] * alpha[r] + sum_j w[r * w_stride + j] * values[index[j] *
+// dv + c] for the `rows` rows at o (o_stride apart) and every c < dv, keys in
+// order: several rows' weighted sums of the same value rows at once, on a
+// register tile (the walk's dense reference rows, the compensation pass).
+using RowsAxpyFn = void (*)(const float* w, std::int64_t w_stride, const float* values,
+                            std::int64_t dv, const std::int32_t* index, std::int64_t n,
+                            const float* alpha, std::int64_t rows, float* o, std::int64_t o_stride);
+
 // scores[r * stride + j] = scale * x_r . key_j for the `rows` rows of x (d
 // floats apart) and the n_padded keys of `panels`, in k-means' panel layout
 // (NearestCentroidFn; n_padded a multiple of kCentroidPanel): the ladder
@@ -129,6 +137,7 @@ struct TargetOps {
   GatherDotFn gather_dot = nullptr;
   GatherAxpyFn gather_axpy = nullptr;
   PanelScoresFn panel_scores = nullptr;
+  RowsAxpyFn rows_axpy = nullptr;
   // The compensation pass's block merge (compensation/compensate.cc).
   PooledMergeFn pooled_merge = nullptr;
   // Its bf16 dot-product twin: null on targets without a bf16 dot product.

@@ -56,6 +56,7 @@ struct Scratch {
   std::vector<float> q;                  // [rows, d] in f32
   std::vector<float> max, sum, acc;      // per (track, ring); acc [.., dv]
   std::vector<float> score;              // a block's kept keys' scores, then weights
+  std::vector<float> weights, alpha;     // the dense rows' weights [rows, keys] and rescales
   std::vector<float> kb, vb;             // the current key block's K (panels) and V rows in f32
   std::vector<float> block_scores;       // [rows, kKeyBlock]: every sampled row's scores
   std::vector<std::int32_t> index;       // a block's kept keys, grouped by ring
@@ -181,28 +182,37 @@ void walk_block(const Inputs& in, const ChainTracks& c, std::size_t base, const 
   }
 }
 
-// Every key of `part` (within the block from k0) into sampled row j's dense
-// state `at`: the reference rows, when the walk computes them.
-void dense_block_row(const Inputs& in, std::size_t at, std::int64_t j, std::int64_t k0,
-                     IndexRange part, Scratch& s) {
+// Every key of `part` (within the block from k0) into the dense states of
+// the `rows` sampled rows from `base`: the reference rows, when the walk
+// computes them. The weighted sums of all rows on the register tile.
+void dense_block_rows(const Inputs& in, std::size_t base, std::int64_t rows, std::int64_t k0,
+                      IndexRange part, Scratch& s) {
   const std::int64_t n = part.size(), offset = part.begin - k0;
-  const float* scores = s.block_scores.data() + j * kKeyBlock + offset;
-  const float block_max = *std::max_element(scores, scores + n);
-  float alpha = 1.0f;
-  if (block_max > s.max[at]) {
-    if (s.sum[at] > 0.0f) alpha = std::exp(s.max[at] - block_max);
-    s.sum[at] *= alpha;
-    s.max[at] = block_max;
-  }
-  s.score.resize(static_cast<std::size_t>(n));
+  s.weights.resize(static_cast<std::size_t>(rows * n));
+  s.alpha.resize(static_cast<std::size_t>(rows));
   s.index.resize(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) {
-    s.score[static_cast<std::size_t>(i)] = std::exp(scores[i] - s.max[at]);
-    s.sum[at] += s.score[static_cast<std::size_t>(i)];
-    s.index[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(offset + i);
+  for (std::int64_t i = 0; i < n; ++i)
+    s.index[static_cast<std::size_t>(i)] = std::int32_t(offset + i);
+  for (std::int64_t j = 0; j < rows; ++j) {
+    const std::size_t at = base + static_cast<std::size_t>(j);
+    const float* scores = s.block_scores.data() + j * kKeyBlock + offset;
+    float* w = s.weights.data() + j * n;
+    const float block_max = *std::max_element(scores, scores + n);
+    float alpha = 1.0f;
+    if (block_max > s.max[at]) {
+      if (s.sum[at] > 0.0f) alpha = std::exp(s.max[at] - block_max);
+      s.sum[at] *= alpha;
+      s.max[at] = block_max;
+    }
+    for (std::int64_t i = 0; i < n; ++i) {
+      w[i] = std::exp(scores[i] - s.max[at]);
+      s.sum[at] += w[i];
+    }
+    s.alpha[static_cast<std::size_t>(j)] = alpha;
   }
-  in.ops.gather_axpy(s.score.data(), s.vb.data(), in.v.dim, s.index.data(), n, alpha,
-                     s.acc.data() + at * static_cast<std::size_t>(in.v.dim));
+  const std::int64_t dv = in.v.dim;
+  in.ops.rows_axpy(s.weights.data(), n, s.vb.data(), dv, s.index.data(), n, s.alpha.data(), rows,
+                   s.acc.data() + base * static_cast<std::size_t>(dv), dv);
 }
 
 // Where a rung's output goes: its compensation term, when there are terms,
@@ -342,10 +352,7 @@ void score_head(const Inputs& in, std::int64_t h, std::span<const std::vector<st
         if (lo < hi) walk_block(in, walks[c], base[c], t, k0, lo, hi, s);
       }
     }
-    if (dense_block) {
-      for (std::int64_t j = 0; j < r; ++j)
-        dense_block_row(in, dense_base + j, j, k0, dense_part, s);
-    }
+    if (dense_block) dense_block_rows(in, dense_base, r, k0, dense_part, s);
   }
   if (dense) {
     for (std::int64_t j = 0; j < r; ++j) {  // the reference rows, before the chains read them
