@@ -36,7 +36,7 @@ TargetOps target_ops_with(FmaLoop bf16_peak) {
   ops.nearest_centroid = &nearest_centroid;
   ops.gather_dot = &gather_dot;
   ops.gather_axpy = &gather_axpy;
-  ops.panel_scores = &panel_scores;
+  ops.key_scores = &key_scores;
   ops.rows_axpy = &rows_axpy;
   ops.pooled_merge = &pooled_merge;
   ops.int8_dot = &int8_dot<Int8Sums>;

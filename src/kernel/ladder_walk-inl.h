@@ -2,11 +2,12 @@
 // (routing/ladder_scorer.cc; contracts GatherDotFn and GatherAxpyFn in
 // kernel/target_ops.h). Included by kernel-inl.h inside a target's namespace,
 // so each target of targets.def compiles them with its own flags: the walk
-// scores every sampled row against a whole block of keys on the register tile
-// of k-means (panel_scores: nearest_centroid-inl.h's panel_dots, included
-// before this file), then each row's weighted sum of its kept keys' values is
-// a matrix-vector loop over dv (gather_axpy); gather_dot, one row against
-// listed keys, serves the router's compensation terms. Sums run in a fixed
+// scores every sampled row against a whole block of keys at once (key_scores,
+// the rows in the vector lanes), then each row's weighted sum of its kept
+// keys' values is a matrix-vector loop over dv (gather_axpy); gather_dot, one
+// row against listed keys, serves the router's compensation terms;
+// panel_scores_tile (the register tile of k-means, nearest_centroid-inl.h's
+// panel_dots) the compensation pass's scores. Sums run in a fixed
 // order per target, so a target gives the same bits on any thread.
 
 // out[i] = scale * q . keys[index[i]] for i < n (rows of d floats).
@@ -94,17 +95,35 @@ inline void panel_scores_tile(const float* __restrict x, std::int64_t d,
     }
 }
 
-inline void panel_scores(const float* x, std::int64_t rows, std::int64_t d, const float* panels,
-                         std::int64_t n_padded, float scale, float* scores, std::int64_t stride) {
-  const std::int64_t full = rows / kPointRows * kPointRows;
-  for (std::int64_t p = 0; p < n_padded; p += kCentroidPanel) {
-    const float* panel = panels + p * d;
-    for (std::int64_t r = 0; r < full; r += kPointRows) {
-      panel_scores_tile<kPointRows>(x + r * d, d, panel, scale, nullptr, scores + r * stride + p,
-                                    stride);
+// KeyScoresFn: the sampled rows in the vector lanes, J keys at a time, each
+// key's channel broadcast from its row, so K needs no transposed copy (the
+// routing code's scalar transposing conversion cost more than the scores).
+// Each score sums its channels in order, as panel_dots does.
+template <int J>
+inline void key_scores_tile(const float* __restrict qt, std::int64_t rows_padded, std::int64_t d,
+                            const float* __restrict keys, float scale, float* __restrict scores) {
+  for (std::int64_t v0 = 0; v0 < rows_padded; v0 += kLanes) {
+    VF acc[J];
+#pragma GCC unroll 8
+    for (int j = 0; j < J; ++j) acc[j] = VF{};
+    for (std::int64_t c = 0; c < d; ++c) {
+      const VF q = load(qt + c * rows_padded + v0);
+#pragma GCC unroll 8
+      for (int j = 0; j < J; ++j) acc[j] += q * splat(keys[j * d + c]);
     }
-    for (std::int64_t r = full; r < rows; ++r) {
-      panel_scores_tile<1>(x + r * d, d, panel, scale, nullptr, scores + r * stride + p, stride);
-    }
+#pragma GCC unroll 8
+    for (int j = 0; j < J; ++j) store(scores + j * rows_padded + v0, acc[j] * splat(scale));
+  }
+}
+
+inline void key_scores(const float* qt, std::int64_t rows_padded, std::int64_t d, const float* keys,
+                       std::int64_t n, float scale, float* scores) {
+  constexpr int kKeys = 8;
+  std::int64_t j = 0;
+  for (; j + kKeys <= n; j += kKeys) {
+    key_scores_tile<kKeys>(qt, rows_padded, d, keys + j * d, scale, scores + j * rows_padded);
+  }
+  for (; j < n; ++j) {
+    key_scores_tile<1>(qt, rows_padded, d, keys + j * d, scale, scores + j * rows_padded);
   }
 }

@@ -47,14 +47,12 @@ using RowsAxpyFn = void (*)(const float* w, std::int64_t w_stride, const float* 
                             std::int64_t dv, const std::int32_t* index, std::int64_t n,
                             const float* alpha, std::int64_t rows, float* o, std::int64_t o_stride);
 
-// scores[r * stride + j] = scale * x_r . key_j for the `rows` rows of x (d
-// floats apart) and the n_padded keys of `panels`, in k-means' panel layout
-// (NearestCentroidFn; n_padded a multiple of kCentroidPanel): the ladder
-// walk's scores of every sampled row against a block of keys at once, on the
-// register tile k-means and the compensation pass use.
-using PanelScoresFn = void (*)(const float* x, std::int64_t rows, std::int64_t d,
-                               const float* panels, std::int64_t n_padded, float scale,
-                               float* scores, std::int64_t stride);
+// scores[j * rows_padded + i] = scale * q_i . key_j for the rows_padded rows
+// of qt (transposed: [d][rows_padded], rows_padded a multiple of 16) and the
+// n keys at `keys` (rows of d floats): the ladder walk's scores of every
+// sampled row against a block of keys at once, rows in the vector lanes.
+using KeyScoresFn = void (*)(const float* qt, std::int64_t rows_padded, std::int64_t d,
+                             const float* keys, std::int64_t n, float scale, float* scores);
 
 // out[i * keys + j] = sum_c q[i][c] * k[j][c] over d channels (a multiple of
 // 4, at most kMaxHeadDim), exactly, through the target's int8 packing and
@@ -136,7 +134,7 @@ struct TargetOps {
   // The router's ladder walk (routing/ladder_scorer.cc).
   GatherDotFn gather_dot = nullptr;
   GatherAxpyFn gather_axpy = nullptr;
-  PanelScoresFn panel_scores = nullptr;
+  KeyScoresFn key_scores = nullptr;
   RowsAxpyFn rows_axpy = nullptr;
   // The compensation pass's block merge (compensation/compensate.cc).
   PooledMergeFn pooled_merge = nullptr;

@@ -29,7 +29,8 @@ inline float to_f32(std::uint16_t bits) {  // bf16: the high half of an f32
 // from memory once for all the head's sampled rows, and stay in L1 (32 keys of
 // d = dv = 128: 32 KiB) while they do.
 constexpr std::int64_t kKeyBlock = 32;
-static_assert(kKeyBlock % kernel::kCentroidPanel == 0, "a key block is whole panels");
+// The sampled rows are padded to a multiple of every target's lanes.
+constexpr std::int64_t kRowPad = 16;
 
 // One sampled row's walk over one chain: the keys [begin, end) of its hull,
 // each with its ring (level[i] < rings) or none (level[i] >= rings). A row on
@@ -53,12 +54,13 @@ struct ChainTracks {
 };
 
 struct Scratch {
-  std::vector<float> q;                  // [rows, d] in f32
+  std::vector<float> qt;  // [d, rows_padded] in f32
+  std::int64_t rows_padded = 0;
   std::vector<float> max, sum, acc;      // per (track, ring); acc [.., dv]
   std::vector<float> score;              // a block's kept keys' scores, then weights
   std::vector<float> weights, alpha;     // the dense rows' weights [rows, keys] and rescales
-  std::vector<float> kb, vb;             // the current key block's K (panels) and V rows in f32
-  std::vector<float> block_scores;       // [rows, kKeyBlock]: every sampled row's scores
+  std::vector<float> kb, vb;             // the current key block's K and V rows in f32
+  std::vector<float> block_scores;       // [kKeyBlock, rows_padded]: every sampled row's scores
   std::vector<std::int32_t> index;       // a block's kept keys, grouped by ring
   std::vector<std::size_t> start, fill;  // each ring's first entry of index
   std::vector<double> out, rung_err;
@@ -159,8 +161,8 @@ void walk_block(const Inputs& in, const ChainTracks& c, std::size_t base, const 
     if (ring < t.rings) s.index[s.fill[ring]++] = static_cast<std::int32_t>(k - block);
   }
   s.score.resize(kept);
-  const float* row_scores = s.block_scores.data() + t.row * kKeyBlock;
-  for (std::size_t i = 0; i < kept; ++i) s.score[i] = row_scores[s.index[i]];
+  const float* row_scores = s.block_scores.data() + t.row;
+  for (std::size_t i = 0; i < kept; ++i) s.score[i] = row_scores[s.index[i] * s.rows_padded];
   for (std::size_t r = 0; r < t.rings; ++r) {
     const std::size_t b = s.start[r], e = s.start[r + 1];
     if (b == e) continue;
@@ -195,9 +197,10 @@ void dense_block_rows(const Inputs& in, std::size_t base, std::int64_t rows, std
     s.index[static_cast<std::size_t>(i)] = std::int32_t(offset + i);
   for (std::int64_t j = 0; j < rows; ++j) {
     const std::size_t at = base + static_cast<std::size_t>(j);
-    const float* scores = s.block_scores.data() + j * kKeyBlock + offset;
+    const float* scores = s.block_scores.data() + offset * s.rows_padded + j;
     float* w = s.weights.data() + j * n;
-    const float block_max = *std::max_element(scores, scores + n);
+    for (std::int64_t i = 0; i < n; ++i) w[i] = scores[i * s.rows_padded];
+    const float block_max = *std::max_element(w, w + n);
     float alpha = 1.0f;
     if (block_max > s.max[at]) {
       if (s.sum[at] > 0.0f) alpha = std::exp(s.max[at] - block_max);
@@ -205,7 +208,7 @@ void dense_block_rows(const Inputs& in, std::size_t base, std::int64_t rows, std
       s.max[at] = block_max;
     }
     for (std::int64_t i = 0; i < n; ++i) {
-      w[i] = std::exp(scores[i] - s.max[at]);
+      w[i] = std::exp(w[i] - s.max[at]);
       s.sum[at] += w[i];
     }
     s.alpha[static_cast<std::size_t>(j)] = alpha;
@@ -280,11 +283,15 @@ void score_head(const Inputs& in, std::int64_t h, std::span<const std::vector<st
                 std::size_t candidates) {
   const std::int64_t d = in.q.dim, dv = in.v.dim;
   const std::int64_t r = static_cast<std::int64_t>(in.rows.size());
-  s.q.resize(static_cast<std::size_t>(r * d));
+  // The sampled rows transposed, [d][rows_padded], zero past r: the rows are
+  // the vector lanes of the scores (kernel::KeyScoresFn).
+  s.rows_padded = (r + kRowPad - 1) / kRowPad * kRowPad;
+  s.qt.assign(static_cast<std::size_t>(d * s.rows_padded), 0.0f);
   for (std::int64_t j = 0; j < r; ++j) {
     const T* q_row = row_of<T>(in.q, h, in.rows[static_cast<std::size_t>(j)]);
-    for (std::int64_t c = 0; c < d; ++c)
-      s.q[static_cast<std::size_t>(j * d + c)] = to_f32(q_row[c]);
+    for (std::int64_t c = 0; c < d; ++c) {
+      s.qt[static_cast<std::size_t>(c * s.rows_padded + j)] = to_f32(q_row[c]);
+    }
   }
   // Each chain's ring states from its base offset.
   // Then, with dense rows to compute, one state per sampled row from dense_base.
@@ -307,45 +314,39 @@ void score_head(const Inputs& in, std::int64_t h, std::span<const std::vector<st
   }
   for (std::int64_t k0 = first; k0 < last; k0 += kKeyBlock) {
     const std::int64_t k1 = std::min(k0 + kKeyBlock, last);
-    // The sampled rows some track of which keeps a key of the block (rows are
-    // in sequence order, so for a band they are a run): [row_lo, row_hi).
+    // Whether some track keeps a key of the block (the scores are computed
+    // for every row at once).
     const IndexRange dense_part{std::max(k0, in.dense.keys.begin), std::min(k1, in.dense.keys.end)};
     const bool dense_block = dense && !dense_part.empty();
-    std::int64_t row_lo = dense_block ? 0 : r, row_hi = dense_block ? r : 0;
-    for (const ChainTracks& c : walks) {
-      for (const Track& t : c.tracks) {
+    bool kept = dense_block;
+    for (std::size_t c = 0; c < walks.size() && !kept; ++c) {
+      for (const Track& t : walks[c].tracks) {
         const std::int64_t lo = std::max(k0, t.begin), hi = std::min(k1, t.end);
-        if (lo >= hi || (t.row >= row_lo && t.row < row_hi)) continue;
-        const std::uint8_t* level = c.level.data() + t.level + (lo - t.begin);
-        for (std::int64_t k = 0; k < hi - lo; ++k) {
-          if (level[k] < t.rings) {
-            row_lo = std::min(row_lo, t.row);
-            row_hi = std::max(row_hi, t.row + 1);
-            break;
-          }
-        }
+        if (lo >= hi) continue;
+        const std::uint8_t* level = walks[c].level.data() + t.level + (lo - t.begin);
+        kept = std::any_of(level, level + (hi - lo), [&](std::uint8_t x) { return x < t.rings; });
+        if (kept) break;
       }
     }
-    if (row_lo >= row_hi) continue;
-    // The block's K in f32 panels (kernel::NearestCentroidFn's layout, zero
-    // past k1) and V rows: converted once for all rows and chains.
-    constexpr std::int64_t kPanel = kernel::kCentroidPanel;
-    s.kb.assign(static_cast<std::size_t>(kKeyBlock * d), 0.0f);
+    if (!kept) continue;
+    // The block's K and V rows in f32, converted once for all rows and
+    // chains; every row against the whole block at once (the rows in the
+    // vector lanes), rather than one row against its kept keys at a time (a
+    // matrix-vector loop with a horizontal sum per key).
+    const std::int64_t n = k1 - k0;
+    s.kb.resize(static_cast<std::size_t>(kKeyBlock * d));
     s.vb.resize(static_cast<std::size_t>(kKeyBlock * dv));
     for (std::int64_t k = k0; k < k1; ++k) {
       const T* kr = row_of<T>(in.k, h, k);
       const T* vr = row_of<T>(in.v, h, k);
-      float* kd = s.kb.data() + (k - k0) / kPanel * kPanel * d + (k - k0) % kPanel;
+      float* kd = s.kb.data() + (k - k0) * d;
       float* vd = s.vb.data() + (k - k0) * dv;
-      for (std::int64_t c = 0; c < d; ++c) kd[c * kPanel] = to_f32(kr[c]);
+      for (std::int64_t c = 0; c < d; ++c) kd[c] = to_f32(kr[c]);
       for (std::int64_t c = 0; c < dv; ++c) vd[c] = to_f32(vr[c]);
     }
-    // Every such row against the whole block on the register tile, rather than
-    // one row against its kept keys at a time (a matrix-vector loop with a
-    // horizontal sum per key, a quarter of the kernel's rate).
-    s.block_scores.resize(static_cast<std::size_t>(r * kKeyBlock));
-    in.ops.panel_scores(s.q.data() + row_lo * d, row_hi - row_lo, d, s.kb.data(), kKeyBlock,
-                        in.scale, s.block_scores.data() + row_lo * kKeyBlock, kKeyBlock);
+    s.block_scores.resize(static_cast<std::size_t>(kKeyBlock * s.rows_padded));
+    in.ops.key_scores(s.qt.data(), s.rows_padded, d, s.kb.data(), n, in.scale,
+                      s.block_scores.data());
     for (std::size_t c = 0; c < walks.size(); ++c) {
       for (const Track& t : walks[c].tracks) {
         const std::int64_t lo = std::max(k0, t.begin), hi = std::min(k1, t.end);
