@@ -127,3 +127,16 @@ inline void key_scores(const float* qt, std::int64_t rows_padded, std::int64_t d
     key_scores_tile<1>(qt, rows_padded, d, keys + j * d, scale, scores + j * rows_padded);
   }
 }
+
+// ExpWeightsFn: whole vectors on the softmax's exp2 (softmax_rows-inl.h), the
+// last n % kLanes one at a time.
+inline float exp_weights(float* x, std::int64_t n, float top) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  const std::int64_t full = n / kLanes * kLanes;
+  float sum = full > 0 ? exp_row(x, full, top, kLog2e, 0.0f) : 0.0f;
+  for (std::int64_t i = full; i < n; ++i) {
+    x[i] = exp2_scalar((x[i] - top) * kLog2e);
+    sum += x[i];
+  }
+  return sum;
+}

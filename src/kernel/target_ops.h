@@ -47,6 +47,10 @@ using RowsAxpyFn = void (*)(const float* w, std::int64_t w_stride, const float* 
                             std::int64_t dv, const std::int32_t* index, std::int64_t n,
                             const float* alpha, std::int64_t rows, float* o, std::int64_t o_stride);
 
+// x[i] = exp(x[i] - top) for i < n, in place, and their sum (in a fixed
+// order): the walk's softmax weights, on the kernel's vector exp2.
+using ExpWeightsFn = float (*)(float* x, std::int64_t n, float top);
+
 // scores[j * rows_padded + i] = scale * q_i . key_j for the rows_padded rows
 // of qt (transposed: [d][rows_padded], rows_padded a multiple of 16) and the
 // n keys at `keys` (rows of d floats): the ladder walk's scores of every
@@ -135,6 +139,7 @@ struct TargetOps {
   GatherDotFn gather_dot = nullptr;
   GatherAxpyFn gather_axpy = nullptr;
   KeyScoresFn key_scores = nullptr;
+  ExpWeightsFn exp_weights = nullptr;
   RowsAxpyFn rows_axpy = nullptr;
   // The compensation pass's block merge (compensation/compensate.cc).
   PooledMergeFn pooled_merge = nullptr;

@@ -174,10 +174,8 @@ void walk_block(const Inputs& in, const ChainTracks& c, std::size_t base, const 
       s.sum[at] *= alpha;
       s.max[at] = block_max;
     }
-    for (std::size_t i = b; i < e; ++i) {
-      s.score[i] = std::exp(s.score[i] - s.max[at]);  // the weight, in place
-      s.sum[at] += s.score[i];
-    }
+    s.sum[at] +=
+        in.ops.exp_weights(s.score.data() + b, static_cast<std::int64_t>(e - b), s.max[at]);
     in.ops.gather_axpy(s.score.data() + b, s.vb.data(), dv, s.index.data() + b,
                        static_cast<std::int64_t>(e - b), alpha,
                        s.acc.data() + at * static_cast<std::size_t>(dv));
@@ -207,10 +205,7 @@ void dense_block_rows(const Inputs& in, std::size_t base, std::int64_t rows, std
       s.sum[at] *= alpha;
       s.max[at] = block_max;
     }
-    for (std::int64_t i = 0; i < n; ++i) {
-      w[i] = std::exp(w[i] - s.max[at]);
-      s.sum[at] += w[i];
-    }
+    s.sum[at] += in.ops.exp_weights(w, n, s.max[at]);
     s.alpha[static_cast<std::size_t>(j)] = alpha;
   }
   const std::int64_t dv = in.v.dim;
