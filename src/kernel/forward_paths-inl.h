@@ -38,6 +38,7 @@ TargetOps target_ops_with(FmaLoop bf16_peak) {
   ops.gather_axpy = &gather_axpy;
   ops.key_scores = &key_scores;
   ops.exp_weights = &exp_weights;
+  ops.widen_rows = &widen_rows;
   ops.rows_axpy = &rows_axpy;
   ops.pooled_merge = &pooled_merge;
   ops.int8_dot = &int8_dot<Int8Sums>;

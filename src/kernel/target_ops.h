@@ -47,6 +47,10 @@ using RowsAxpyFn = void (*)(const float* w, std::int64_t w_stride, const float* 
                             std::int64_t dv, const std::int32_t* index, std::int64_t n,
                             const float* alpha, std::int64_t rows, float* o, std::int64_t o_stride);
 
+// dst[i * t.dim + c] = t[head][row0 + i][c] widened to f32, for i < rows.
+using WidenRowsFn = void (*)(const TensorView& t, std::int64_t head, std::int64_t row0,
+                             std::int64_t rows, float* dst);
+
 // x[i] = exp(x[i] - top) for i < n, in place, and their sum (in a fixed
 // order): the walk's softmax weights, on the kernel's vector exp2.
 using ExpWeightsFn = float (*)(float* x, std::int64_t n, float top);
@@ -140,6 +144,7 @@ struct TargetOps {
   GatherAxpyFn gather_axpy = nullptr;
   KeyScoresFn key_scores = nullptr;
   ExpWeightsFn exp_weights = nullptr;
+  WidenRowsFn widen_rows = nullptr;
   RowsAxpyFn rows_axpy = nullptr;
   // The compensation pass's block merge (compensation/compensate.cc).
   PooledMergeFn pooled_merge = nullptr;

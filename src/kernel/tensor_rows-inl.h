@@ -4,11 +4,10 @@
 // kernel-inl.h inside a target's namespace; plain loops the compiler
 // vectorises for that target.
 
-// Widens row `row` of `head` to f32; returns false if it holds NaN or Inf.
-inline bool load_row_f32(const TensorView& t, std::int64_t head, std::int64_t row, float* dst) {
+// Widens row `row` of `head` to f32.
+inline void widen_row_f32(const TensorView& t, std::int64_t head, std::int64_t row, float* dst) {
   const std::int64_t offset = head * t.head_stride + row * t.row_stride;
   const std::int64_t n = t.dim;
-  std::uint32_t any_special = 0;
   switch (t.dtype) {
     case DType::kF32: {
       const float* src = static_cast<const float*>(t.data) + offset;
@@ -29,6 +28,20 @@ inline bool load_row_f32(const TensorView& t, std::int64_t head, std::int64_t ro
       break;
     }
   }
+}
+
+// Rows [row0, row0 + rows) of `head` widened to f32, dim floats apart
+// (TargetOps::widen_rows: the ladder walk's key blocks).
+inline void widen_rows(const TensorView& t, std::int64_t head, std::int64_t row0, std::int64_t rows,
+                       float* dst) {
+  for (std::int64_t i = 0; i < rows; ++i) widen_row_f32(t, head, row0 + i, dst + i * t.dim);
+}
+
+// Widens row `row` of `head` to f32; returns false if it holds NaN or Inf.
+inline bool load_row_f32(const TensorView& t, std::int64_t head, std::int64_t row, float* dst) {
+  widen_row_f32(t, head, row, dst);
+  const std::int64_t n = t.dim;
+  std::uint32_t any_special = 0;
   for (std::int64_t i = 0; i < n; ++i) {
     std::uint32_t bits;
     __builtin_memcpy(&bits, dst + i, 4);

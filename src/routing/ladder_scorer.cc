@@ -331,14 +331,8 @@ void score_head(const Inputs& in, std::int64_t h, std::span<const std::vector<st
     const std::int64_t n = k1 - k0;
     s.kb.resize(static_cast<std::size_t>(kKeyBlock * d));
     s.vb.resize(static_cast<std::size_t>(kKeyBlock * dv));
-    for (std::int64_t k = k0; k < k1; ++k) {
-      const T* kr = row_of<T>(in.k, h, k);
-      const T* vr = row_of<T>(in.v, h, k);
-      float* kd = s.kb.data() + (k - k0) * d;
-      float* vd = s.vb.data() + (k - k0) * dv;
-      for (std::int64_t c = 0; c < d; ++c) kd[c] = to_f32(kr[c]);
-      for (std::int64_t c = 0; c < dv; ++c) vd[c] = to_f32(vr[c]);
-    }
+    in.ops.widen_rows(in.k, h, k0, n, s.kb.data());
+    in.ops.widen_rows(in.v, h, k0, n, s.vb.data());
     s.block_scores.resize(static_cast<std::size_t>(kKeyBlock * s.rows_padded));
     in.ops.key_scores(s.qt.data(), s.rows_padded, d, s.kb.data(), n, in.scale,
                       s.block_scores.data());
