@@ -17,10 +17,10 @@
 // fixed order afterwards, so
 // results do not depend on the thread count. Compared with the kernel's
 // stacked scoring (every rung its own section) the errors agree to about
-// 1e-4 of themselves (tests/ladder_scorer_test.cc). The scores of a block
-// run for every sampled row that keeps one of its keys at once, on the
-// register tile of k-means (TargetOps::panel_scores), and the weighted sums
-// in the active SIMD target's loop (TargetOps::gather_axpy; both in
+// 1e-4 of themselves (tests/ladder_scorer_test.cc). The block's keys are
+// widened, scored against every sampled row at once (the rows in the vector
+// lanes), turned into weights and summed by the active SIMD target's loops
+// (TargetOps::widen_rows, key_scores, exp_weights, gather_axpy, rows_axpy;
 // kernel/ladder_walk-inl.h, compiled per target). Inputs:
 // f32 or bf16 q, k, v (ladder_scoring_applies()).
 #pragma once
