@@ -20,6 +20,22 @@ inline bool bf16_special(std::uint16_t bits) { return (bits & 0x7f80u) == 0x7f80
 // GCC 12 warns the unmasked forms' undefined source may be used.
 constexpr __mmask16 kAll16 = 0xffff;
 constexpr __mmask8 kAll8 = 0xff;
+// The largest of a vector's 32 unsigned 16-bit lanes.
+inline std::uint16_t max_u16(__m512i x) {
+  alignas(64) std::uint16_t lanes[32];
+  _mm512_store_si512(lanes, x);
+  return *std::max_element(lanes, lanes + 32);
+}
+
+// Lane indices of _mm512_permutex2var_epi16 (32 and up: the second source)
+// that interleave two rows' first 16 halves, then their last 16.
+alignas(64) constexpr std::uint16_t kInterleaveLow[32] = {
+    0, 32, 1, 33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
+    8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+alignas(64) constexpr std::uint16_t kInterleaveHigh[32] = {
+    16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
+    24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
+
 inline void transpose_16x16(__m512i r[16]) {
   __m512i t[16];
   for (int i = 0; i < 16; i += 2) {
@@ -87,7 +103,7 @@ struct Bf16DotPath {
         for (int i = 0; i < 16; ++i) _mm512_storeu_si512(panel + (c0 + i) * kPanel + j0, r[i]);
       }
     }
-    special = _mm512_cmpeq_epi16_mask(top, exponent) != 0;
+    special = max_u16(top) == 0x7f80;
     for (std::int64_t j = 0; j < kPanel; ++j) {  // what the transpose left
       const std::int64_t key = key0 + j;
       if (key >= k.len) {
@@ -103,34 +119,34 @@ struct Bf16DotPath {
     return !special;
   }
 
-  // V stays row-major in key pairs, [keys / 2][dvp]: 16 columns of a key pair
-  // at a time, each key's bf16 widened to the low or high half of a lane.
+  // V stays row-major in key pairs, [keys / 2][dvp]: 32 columns of a key pair
+  // at a time, the two keys' bf16 interleaved by one two-source permute each
+  // for the first and the last 16 columns.
   static VPanel pack_v_panel(const TensorView& v, std::int64_t head, std::int64_t key0,
                              std::int64_t /*keys*/, std::int64_t dvp, std::uint32_t* head_v,
                              float*) {
     std::uint32_t* out = head_v + key0 / 2 * dvp;
-    const std::int64_t whole = v.dim / 16 * 16;
-    const __m512i exponent = _mm512_set1_epi32(0x7f807f80);
-    __m512i top = _mm512_setzero_si512();  // largest exponent bits seen, per half lane
+    const std::int64_t whole = v.dim / 32 * 32;
+    const __m512i exponent = _mm512_set1_epi16(static_cast<short>(0x7f80));
+    const __m512i first = _mm512_loadu_si512(kInterleaveLow);
+    const __m512i second = _mm512_loadu_si512(kInterleaveHigh);
+    __m512i top = _mm512_setzero_si512();  // largest exponent bits seen
     std::uint16_t tail = 0;                // the same for the scalar columns
     for (std::int64_t pair = 0; pair < kPanel / 2; ++pair) {
       const std::int64_t key = key0 + 2 * pair;
       const std::uint16_t* even = key < v.len ? row_ptr(v, head, key) : nullptr;
       const std::uint16_t* odd = key + 1 < v.len ? row_ptr(v, head, key + 1) : nullptr;
       std::uint32_t* dst = out + pair * dvp;
-      if (even != nullptr && odd != nullptr) {
-        for (std::int64_t col = 0; col < whole; col += 16) {
-          const __m512i low = _mm512_maskz_cvtepu16_epi32(
-              kAll16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(even + col)));
-          const __m512i high = _mm512_maskz_cvtepu16_epi32(
-              kAll16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(odd + col)));
-          const __m512i both = _mm512_or_si512(low, _mm512_maskz_slli_epi32(kAll16, high, 16));
-          top = _mm512_max_epu16(top, _mm512_and_si512(both, exponent));
-          _mm512_storeu_si512(dst + col, both);
-        }
+      const bool both = even != nullptr && odd != nullptr;
+      for (std::int64_t col = 0; both && col < whole; col += 32) {
+        const __m512i low = _mm512_loadu_si512(even + col);
+        const __m512i high = _mm512_loadu_si512(odd + col);
+        top = _mm512_max_epu16(top, _mm512_and_si512(low, exponent));
+        top = _mm512_max_epu16(top, _mm512_and_si512(high, exponent));
+        _mm512_storeu_si512(dst + col, _mm512_permutex2var_epi16(low, first, high));
+        _mm512_storeu_si512(dst + col + 16, _mm512_permutex2var_epi16(low, second, high));
       }
-      const std::int64_t first = even != nullptr && odd != nullptr ? whole : 0;
-      for (std::int64_t col = first; col < dvp; ++col) {
+      for (std::int64_t col = both ? whole : 0; col < dvp; ++col) {
         const bool in = col < v.dim;
         const std::uint16_t low = (in && even) ? even[col] : 0;
         const std::uint16_t high = (in && odd) ? odd[col] : 0;
@@ -138,9 +154,7 @@ struct Bf16DotPath {
         dst[col] = bf16_pair(low, high);
       }
     }
-    alignas(64) std::uint16_t lanes[32];
-    _mm512_store_si512(lanes, top);
-    for (const std::uint16_t lane : lanes) tail = std::max(tail, lane);
+    tail = std::max(tail, max_u16(top));
     // bf16's exponent field is f32's: bits 7-14 of the half.
     return {tail != 0x7f80, tail >> 7};
   }

@@ -58,6 +58,10 @@ inline __m512bh cvtne2ps_pbh(__m512 a, __m512 b) {
 
 #define _mm512_cvtneps_pbh(a) tilesplash_emulation::cvtneps_pbh(a)
 #define _mm512_cvtne2ps_pbh(a, b) tilesplash_emulation::cvtne2ps_pbh(a, b)
+// SIMDe defines the function but not its native alias (bf16_dot_path-inl.h's
+// transpose uses the masked form: GCC 12 warns about the unmasked one).
+#define _mm512_mask_shuffle_i32x4(src, k, a, b, imm8) \
+  simde_mm512_mask_shuffle_i32x4(src, k, a, b, imm8)
 
 // The kernels test these to pick their AVX-512 code.
 #define __AVX512F__ 1
