@@ -3,7 +3,8 @@
 // scattered back; plans cached by mask, so spatial and temporal heads share
 // one band plan), Sparse VideoGen 2's clusters (k-means warm-started from
 // the same layer's previous call, a plan built for this head and step), or
-// its own pooled key tiles (pooled.h, a plan built for this head and step).
+// its own pooled key tiles (pooled.h, a plan built for this head and step,
+// run like a candidate in its selection's row order).
 #include <cmath>
 #include <map>
 #include <memory>
