@@ -56,8 +56,9 @@ namespace tilesplash {
 enum class PooledOrder {
   // Both orders; with a density (equal densities) the one that keeps more
   // pooled mass, else (equal p) the one of lower density; frame-major on a
-  // tie. Both are estimates from the pooled scores alone: the front door's
-  // error target compares the orders on sampled rows instead.
+  // tie. Both are estimates from the pooled scores alone: the front door
+  // compares the orders on its sampled rows instead
+  // (pooled_order_selections(), pooled_ladder_selections()).
   kAuto,
   kFrame,  // frame-major: the original order
   kToken,  // token-major (RowOrder::token_major)
@@ -87,8 +88,9 @@ struct PooledOptions {
   bool sink = false;      // the first frame's key tiles always kept (Wan)
   bool text_full = true;  // tiles over text rows and columns always kept
   BlockSizes blocks{64, 64};
-  // With sink in token-major order every video key tile holds a first-frame
-  // key, so the sink keeps them all: kAuto then runs frame-major.
+  // The row order the tiles are cut in. With sink, in token-major order
+  // every video key tile holds a first-frame key, so the sink keeps them
+  // all: kAuto then stays frame-major.
   PooledOrder order = PooledOrder::kAuto;
 };
 
