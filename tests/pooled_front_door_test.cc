@@ -71,10 +71,13 @@ TEST(PooledFrontDoor, HeadsRunTheirOwnSelection) {
   for (std::int64_t h = 0; h < 3; ++h) {
     const HeadReport& head = run.report.heads[static_cast<std::size_t>(h)];
     EXPECT_EQ(head.choice.name(), "pooled");
-    const PooledSelection s = pooled_select(kGeometry, w.q(), w.k(), h, scale, *options.pooled);
+    // In the row order the head chose on its sampled rows (pooled_order_test.cc).
+    PooledOptions o = *options.pooled;
+    o.order = head.order == "token-major" ? PooledOrder::kToken : PooledOrder::kFrame;
+    const PooledSelection s = pooled_select(kGeometry, w.q(), w.k(), h, scale, o);
     EXPECT_GE(s.density, 0.3);
     EXPECT_EQ(head.density, s.density);
-    const Mask mask = pooled_mask(s);
+    const Mask mask = pooled_original_mask(s);
     const Mask ran = attention.head_mask(h);
     for (std::int64_t q = 0; q < n; ++q) {
       for (std::int64_t k = 0; k < n; ++k) ASSERT_EQ(ran.keeps(q, k), mask.keeps(q, k));

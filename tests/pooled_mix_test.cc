@@ -82,32 +82,47 @@ TEST(PooledMix, ClusterHeadsChoosePooledBandHeadsTheirFamily) {
   const VideoAttentionOptions options =
       method_attention_options("mix", kGeometry, mix_options(0.25));
   const LayerRun mix = forward(options, w);
-  const std::vector<std::string> expected = {"pooled", "spatial", "temporal"};
   for (std::int64_t h = 0; h < kHeads; ++h) {
     const HeadReport& head = mix.report.heads[static_cast<std::size_t>(h)];
     EXPECT_TRUE(head.routed);
-    EXPECT_EQ(head.choice.name(), expected[static_cast<std::size_t>(h)]) << "head " << h;
-    EXPECT_EQ(head.family, expected[static_cast<std::size_t>(h)]) << "head " << h;
+    EXPECT_EQ(head.choice.name(), head.family) << "head " << h;
     EXPECT_EQ(head.rung, 0.0);
-    // The candidates' MSEs, then the head's own selection's.
-    ASSERT_EQ(head.mse.size(), 3u);
+    // The candidates' MSEs, then the head's own selection's in each row
+    // order (frame-major, token-major).
+    ASSERT_EQ(head.mse.size(), 4u);
     // Without an error target the rule keeps the smallest MSE.
-    const std::size_t index = h == 0 ? 2 : static_cast<std::size_t>(h - 1);
-    EXPECT_EQ(head.mse[index], *std::min_element(head.mse.begin(), head.mse.end()));
+    const double least = *std::min_element(head.mse.begin(), head.mse.end());
+    if (head.family == "pooled") {
+      EXPECT_EQ(std::min(head.mse[2], head.mse[3]), least) << "head " << h;
+    } else {
+      EXPECT_EQ(head.mse[head.family == "spatial" ? 0 : 1], least) << "head " << h;
+    }
     EXPECT_TRUE(std::isfinite(head.error));
   }
-  // Cluster head: pooled beats both bands on the sampled rows.
+  // Cluster head: pooled beats both bands on the sampled rows. Spatial
+  // band: its family. Temporal band: in token-major order, as the temporal
+  // mask or as pooled tiles cut in that order (which at 0.25 keep its keys
+  // with a lower error than the band of the same density).
   const HeadReport& cluster = mix.report.heads[0];
-  EXPECT_LT(cluster.mse[2], std::min(cluster.mse[0], cluster.mse[1]));
+  EXPECT_EQ(cluster.family, "pooled");
+  EXPECT_LT(std::min(cluster.mse[2], cluster.mse[3]), std::min(cluster.mse[0], cluster.mse[1]));
+  EXPECT_EQ(mix.report.heads[1].family, "spatial");
+  EXPECT_EQ(mix.report.heads[1].order, "original");
+  EXPECT_EQ(mix.report.heads[2].order, "token-major");
 
   // Each head ran what its choice runs alone.
   const LayerRun pooled = forward(method_attention_options("pooled", kGeometry, {0.25}), w);
-  EXPECT_LE(head_diff(mix, pooled, 0), 1e-6);
-  EXPECT_EQ(mix.report.heads[0].density, pooled.report.heads[0].density);
-  for (const std::int64_t h : {1, 2}) {
-    VideoAttentionOptions forced = options;
-    forced.force = HeadMask(expected[static_cast<std::size_t>(h)]);
-    EXPECT_LE(head_diff(mix, forward(forced, w), h), 1e-6) << "head " << h;
+  for (std::int64_t h = 0; h < kHeads; ++h) {
+    const HeadReport& head = mix.report.heads[static_cast<std::size_t>(h)];
+    if (head.family == "pooled") {
+      EXPECT_LE(head_diff(mix, pooled, h), 1e-6) << "head " << h;
+      EXPECT_EQ(head.density, pooled.report.heads[static_cast<std::size_t>(h)].density);
+      EXPECT_EQ(head.order, pooled.report.heads[static_cast<std::size_t>(h)].order);
+    } else {
+      VideoAttentionOptions forced = options;
+      forced.force = head.choice;
+      EXPECT_LE(head_diff(mix, forward(forced, w), h), 1e-6) << "head " << h;
+    }
   }
 }
 
@@ -122,7 +137,8 @@ TEST(PooledMix, AnErrorTargetStepsPooledOverPAmongTheLadder) {
   EXPECT_EQ(cluster.family, "pooled");
   const std::span<const double> ladder = pooled_p_ladder();
   EXPECT_NE(std::find(ladder.begin(), ladder.end(), cluster.rung), ladder.end());
-  EXPECT_EQ(cluster.mse.size(), options.candidates.size() + ladder.size());
+  // Its rungs: the ladder in frame-major order, then in token-major order.
+  EXPECT_EQ(cluster.mse.size(), options.candidates.size() + 2 * ladder.size());
   if (cluster.target_met) {
     EXPECT_LE(cluster.error, 0.3);
   }
@@ -132,9 +148,12 @@ TEST(PooledMix, AnErrorTargetStepsPooledOverPAmongTheLadder) {
       EXPECT_GT(head.rung, 0.0);
     }
   }
-  // The bands meet the target at a rung of their own family.
+  // The spatial band meets the target at a rung of its own family; the
+  // temporal band runs token-major, at a temporal rung or a pooled one cut
+  // in token-major order (its keys then sit around the diagonal).
   EXPECT_EQ(run.report.heads[1].family, "spatial");
-  EXPECT_EQ(run.report.heads[2].family, "temporal");
+  EXPECT_EQ(run.report.heads[1].order, "original");
+  EXPECT_EQ(run.report.heads[2].order, "token-major");
   for (const HeadReport& head : run.report.heads) {
     EXPECT_TRUE(head.target_met) << "head " << head.head;
   }

@@ -24,9 +24,12 @@ namespace {
 
 using test::HostTensor;
 
+// Frame-major: the reference below is written in the original order
+// (pooled_order_test.cc checks token-major and the choice between them).
 PooledOptions make(double p, std::int64_t floor, double gate, BlockSizes blocks, bool sink = false,
                    std::optional<double> density = std::nullopt) {
   PooledOptions o;
+  o.order = PooledOrder::kFrame;
   o.p = p;
   o.floor = floor;
   o.gate = gate;

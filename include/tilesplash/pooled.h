@@ -23,6 +23,15 @@
 // A kept tile is kept whole, so the mask is exact at tile granularity and
 // its plan (over the same blocks) has full and empty tiles only.
 //
+// The tiles are cut in a row order (options.order): frame-major (the
+// original order) or token-major (RowOrder::token_major: the same patch of
+// every frame side by side, text in place), Q and K rows in the same order.
+// A temporal head attends across frames at one position: in frame-major
+// order a 64-row query tile spans 64 positions of one frame and needs every
+// frame's key tiles over them; in token-major order its keys sit in a few
+// tiles around the diagonal. PooledOrder::kAuto selects in both orders and
+// keeps the cheaper selection (see PooledOrder).
+//
 // Memory is O(tiles): means (tiles x d), the kept tiles as per-row lists, a
 // prefix sum of them for the mask; never a tokens x tokens array. Means,
 // dot products and masses are computed in double in a fixed order, one work
@@ -34,6 +43,7 @@
 #include <span>
 #include <vector>
 
+#include "tilesplash/candidates.h"
 #include "tilesplash/mask.h"
 #include "tilesplash/plan.h"
 #include "tilesplash/tensor.h"
@@ -41,6 +51,18 @@
 #include "tilesplash/video.h"
 
 namespace tilesplash {
+
+// The row order a pooled selection's tiles are cut in.
+enum class PooledOrder {
+  // Both orders; with a density (equal densities) the one that keeps more
+  // pooled mass, else (equal p) the one of lower density; frame-major on a
+  // tie. Both are estimates from the pooled scores alone: the front door
+  // compares the orders on its sampled rows instead
+  // (pooled_order_selections(), pooled_ladder_selections()).
+  kAuto,
+  kFrame,  // frame-major: the original order
+  kToken,  // token-major (RowOrder::token_major)
+};
 
 struct PooledOptions {
   // Cumulative pooled mass kept per query tile, in (0, 1]. SpargeAttn's
@@ -66,14 +88,21 @@ struct PooledOptions {
   bool sink = false;      // the first frame's key tiles always kept (Wan)
   bool text_full = true;  // tiles over text rows and columns always kept
   BlockSizes blocks{64, 64};
+  // The row order the tiles are cut in. With sink, in token-major order
+  // every video key tile holds a first-frame key, so the sink keeps them
+  // all: kAuto then stays frame-major.
+  PooledOrder order = PooledOrder::kAuto;
 };
 
 // Throws std::invalid_argument naming the bad field ("p", "floor", "gate",
 // "gate_share", "density", "blocks").
 void check_pooled_options(const PooledOptions& options);
 
-// One head's kept tiles, as per-query-tile lists.
+// One head's kept tiles, as per-query-tile lists, over the run-order indices
+// of `order` (query tile i holds run positions [i * block_q, ...), original
+// rows order.source(r)).
 struct PooledSelection {
+  RowOrder order;  // identity: frame-major; else token-major
   std::int64_t tokens = 0;
   BlockSizes blocks;
   std::int64_t q_tiles = 0, kv_tiles = 0;
@@ -82,6 +111,7 @@ struct PooledSelection {
   double p = 0.0;                         // the p the selection used
   std::int64_t kept_pairs = 0;            // token pairs of the kept tiles
   double density = 0.0;                   // kept_pairs / tokens^2
+  double mass = 0.0;  // pooled mass kept, mean over query rows (what kAuto compares)
 };
 
 // The selection of head `head` of q and k ([heads, tokens, d], original
@@ -94,20 +124,45 @@ PooledSelection pooled_select(const VideoGeometry& geometry, const TensorView& q
                               const PooledOptions& options, int threads = 0,
                               ThreadingContext* context = nullptr);
 
-// The selection as a mask over tokens x tokens: (q, k) kept iff their tiles'
-// pair is; classifies any rectangle in O(1) through a prefix sum of the kept
-// tiles (O(tiles) memory).
+// The selection as a mask over tokens x tokens of run-order indices (the
+// selection's order): (q, k) kept iff their tiles' pair is; classifies any
+// rectangle in O(1) through a prefix sum of the kept tiles (O(tiles) memory).
 Mask pooled_mask(const PooledSelection& selection);
 
-// The plan of pooled_mask() over the selection's own blocks: its tiles are
-// the selection's, full, in ascending order per query tile.
+// The same pairs over the original order: pooled_mask() itself for a
+// frame-major selection, else that mask seen through the order (O(1) per
+// pair, tiles classified by scanning).
+Mask pooled_original_mask(const PooledSelection& selection);
+
+// The plan of pooled_mask() over the selection's own blocks (run order): its
+// tiles are the selection's, full, in ascending order per query tile.
 TilePlan pooled_plan(const PooledSelection& selection);
 
 // The rungs of p an error target steps a pooled head over, increasing:
 // 0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 1.
 std::span<const double> pooled_p_ladder();
 
-// Relative L2 errors over the sampled query `rows` (original order) of head
+// The selection at options' p or density in each order options.order
+// allows: kAuto: frame-major, then token-major unless the sink or a single
+// frame keeps it frame-major; kFrame or kToken: that one. What the front
+// door scores on its sampled rows to choose the order (pooled_sampled_errors).
+std::vector<PooledSelection> pooled_order_selections(const VideoGeometry& geometry,
+                                                     const TensorView& q, const TensorView& k,
+                                                     std::int64_t head, double scale,
+                                                     const PooledOptions& options, int threads = 0,
+                                                     ThreadingContext* context = nullptr);
+
+// An error target's rungs: the selection at each p of pooled_p_ladder(), in
+// each order as pooled_order_selections() (all of frame-major's rungs
+// first); options.p and options.density are ignored.
+std::vector<PooledSelection> pooled_ladder_selections(const VideoGeometry& geometry,
+                                                      const TensorView& q, const TensorView& k,
+                                                      std::int64_t head, double scale,
+                                                      const PooledOptions& options, int threads = 0,
+                                                      ThreadingContext* context = nullptr);
+
+// Relative L2 errors over the sampled query `rows` (original order; each
+// selection in its own order) of head
 // `head` under each selection against exact attention over keys [0,
 // key_limit) (key_limit < 0: all): sampled_error() (routing.h) of the mean
 // square difference and the reference's mean square, in double. What an

@@ -208,6 +208,10 @@ struct HeadReport {
   // target (0 for any other choice).
   std::string family = "dense";
   double rung = 0.0;
+  // The row order its Q rows ran in (RowOrder::name(): "original" for dense
+  // and frame-major heads, "token-major" for temporal heads and pooled heads
+  // whose selection was cheaper token-major, ...).
+  std::string order = "original";
   bool routed = false;  // false for warm-up or forced heads
   // Sampled MSE against dense of every candidate, in VideoAttention::
   // candidates() order; empty when not routed.

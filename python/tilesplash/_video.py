@@ -361,7 +361,9 @@ class VideoAttention(GroupForward):
         head): "batch", "head", "choice" ("dense", a candidate's name such as
         "spatial", "temporal", "radial", "sta:3x3x3", or "svg2"), "family" (its
         mask family: "spatial" for "spatial@0.05", "sta" for "sta:3x3x3"),
-        "rung" (an error target's ladder density, a pooled head's p; 0 off a ladder), "routed",
+        "rung" (an error target's ladder density, a pooled head's p; 0 off a ladder),
+        "order" (the row order its rows ran in: "original", "token-major" for temporal
+        heads and pooled heads whose selection was cheaper token-major, ...), "routed",
         "mse_spatial", "mse_temporal" (None when not routed or not a candidate),
         "mse" ({candidate name: sampled MSE against dense}, empty when not
         routed), "error" (the choice's sampled relative L2 error against dense;

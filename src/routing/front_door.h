@@ -78,15 +78,18 @@ struct VideoAttention::Impl {
   void run_clusters(const AttentionArgs& args, const AttentionArgs& head, std::int64_t h,
                     std::int64_t layer, const std::optional<detail::KeyPadding>& keys,
                     HeadReport& report);
-  // Pooled scores (options.pooled): the head's own kept tiles, at the
-  // smallest p of pooled_p_ladder() that meets options.error on `sampled`
-  // when there is an error target.
+  // Pooled scores (options.pooled): the head's own kept tiles, run in their
+  // row order (frame- or token-major) as a candidate runs in its own. With
+  // an error target, the sparsest (order, p) of pooled_ladder_selections()
+  // that meets options.error on `sampled`; else, with PooledOrder::kAuto,
+  // the order of lower error on `sampled` at the density or p.
   void run_pooled(const AttentionArgs& args, const AttentionArgs& head, std::int64_t h,
                   const std::optional<detail::KeyPadding>& keys, HeadReport& report);
   // One routed head's decision among the shared candidates' MSEs and its own
   // pooled selection (options.pooled beside candidates: a mix with pooled
-  // among its families): the selection at options.pooled, or with an error
-  // target every rung of pooled_p_ladder(), scored on the sampled rows
+  // among its families): the selection at options.pooled in each row order
+  // it allows, or with an error target every rung of
+  // pooled_ladder_selections(), scored on the sampled rows
   // (pooled_sampled_errors, drop-only) into MSEs at the router's `power`,
   // then the one rule (decide_route) over the candidates and the rungs.
   // A chosen selection is kept in routed_pooled[h] for run_pooled.
@@ -150,7 +153,8 @@ struct VideoAttention::Impl {
   // the heads of the last call ran (on the original order).
   std::map<std::pair<std::int64_t, std::int64_t>, HeadClusters> warm;
   std::vector<std::optional<Mask>> head_masks;
-  // Pooled heads with an error target: the sampled rows of this call.
+  // Pooled heads with an error target or choosing their row order: the
+  // sampled rows of this call.
   std::vector<std::int64_t> sampled;
   // Routed heads that chose their own pooled selection in this call, by head.
   std::vector<std::optional<PooledSelection>> routed_pooled;

@@ -3,7 +3,8 @@
 // scattered back; plans cached by mask, so spatial and temporal heads share
 // one band plan), Sparse VideoGen 2's clusters (k-means warm-started from
 // the same layer's previous call, a plan built for this head and step), or
-// its own pooled key tiles (pooled.h, a plan built for this head and step).
+// its own pooled key tiles (pooled.h, a plan built for this head and step,
+// run like a candidate in its selection's row order).
 #include <cmath>
 #include <map>
 #include <memory>
@@ -67,6 +68,7 @@ double VideoAttention::Impl::run_sparse(const AttentionArgs& head, const MaskRun
   const RowOrder& kv_order = run.kv_order ? *run.kv_order : run.order;
   const double map = static_cast<double>(n) * static_cast<double>(n);
   report.tiles_visited = visited_pairs(plan) / map;
+  report.order = std::string(run.order.name());
   double kept = report.tiles_visited;
   TensorView q = head.q, k = head.k, v = head.v;
   if (!run.order.is_identity() || !kv_order.is_identity()) {
@@ -218,35 +220,48 @@ void VideoAttention::Impl::run_pooled(const AttentionArgs& args, const Attention
     selection = std::move(**routed);
     routed->reset();
   } else if (options.error && !sampled.empty()) {
-    // The error target's ladder: the smallest p whose sampled error meets it,
-    // else the widest rung.
-    o.density.reset();
-    std::vector<PooledSelection> rungs;
-    for (const double p : pooled_p_ladder()) {
-      o.p = p;
-      rungs.push_back(pooled_select(geometry, args.q, args.k, h, scale, o, threads, context.get()));
-    }
+    // The error target's ladder, p in each row order: the sparsest rung whose
+    // sampled error meets it, else the rung of lowest error (the widest p).
+    std::vector<PooledSelection> rungs =
+        pooled_ladder_selections(geometry, args.q, args.k, h, scale, o, threads, context.get());
     const std::vector<double> errors = pooled_sampled_errors(
         args.q, args.k, args.v, h, scale, sampled, rungs, keys ? keys->limit : -1);
-    std::size_t pick = rungs.size() - 1;
-    for (std::size_t i = 0; i < rungs.size(); ++i) {
-      if (errors[i] <= *options.error) {
+    std::size_t pick = 0;
+    for (std::size_t i = 1; i < rungs.size(); ++i) {
+      const bool met = errors[i] <= *options.error, pick_met = errors[pick] <= *options.error;
+      if (met && pick_met ? rungs[i].kept_pairs < rungs[pick].kept_pairs
+                          : met || (!pick_met && errors[i] < errors[pick])) {
         pick = i;
-        break;
       }
     }
     report.error = errors[pick];
     report.target_met = errors[pick] <= *options.error;
     selection = std::move(rungs[pick]);
+  } else if (!sampled.empty()) {
+    // The row order whose selection has the lower error on the sampled rows
+    // (frame-major on a tie): pooled masses in two orders are two estimates,
+    // the sampled rows one measure.
+    std::vector<PooledSelection> orders =
+        pooled_order_selections(geometry, args.q, args.k, h, scale, o, threads, context.get());
+    std::size_t pick = 0;
+    if (orders.size() > 1) {
+      const std::vector<double> errors = pooled_sampled_errors(
+          args.q, args.k, args.v, h, scale, sampled, orders, keys ? keys->limit : -1);
+      for (std::size_t i = 1; i < orders.size(); ++i) {
+        if (errors[i] < errors[pick]) pick = i;
+      }
+    }
+    selection = std::move(orders[pick]);
   } else {
     selection = pooled_select(geometry, args.q, args.k, h, scale, o, threads, context.get());
   }
   report.cluster_seconds = since(start);
   start = Clock::now();
   const std::int64_t n = geometry.tokens();
-  const Mask mask = pooled_mask(selection);
-  MaskRun run(RowOrder(), mask);
-  if (keys) run.mask = mask & keys->mask;
+  // The selection's tiles are over its run order: the head runs there, as a
+  // candidate does (run_sparse gathers Q, K, V and scatters the output back).
+  MaskRun run(selection.order, pooled_mask(selection));
+  if (keys) run.mask = padded_run_mask(run, *keys);
   const TilePlan plan = TilePlan::build(run.mask, n, n, o.blocks);
   report.plan_seconds = since(start);
   run_sparse(head, run, plan, report, nullptr, keys ? keys->limit : -1);
@@ -254,7 +269,7 @@ void VideoAttention::Impl::run_pooled(const AttentionArgs& args, const Attention
   report.family = detail::kPooledChoice.name();
   // An error target's rung is the p of the ladder that met it.
   report.rung = options.error ? selection.p : 0.0;
-  head_masks[static_cast<std::size_t>(h)] = mask;
+  head_masks[static_cast<std::size_t>(h)] = pooled_original_mask(selection);
 }
 
 const TilePlan& VideoAttention::Impl::candidate_plan(const MaskCandidate& candidate,

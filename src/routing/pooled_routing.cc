@@ -22,14 +22,12 @@ RouteDecision VideoAttention::Impl::decide_with_pooled(
   const double scale = options.scale ? *options.scale : 1.0 / std::sqrt(double(q.dim));
   std::vector<PooledSelection> rungs;
   if (options.error) {
-    // Its own ladder, p, as a pooled head alone steps over (run_pooled).
-    o.density.reset();
-    for (const double p : pooled_p_ladder()) {
-      o.p = p;
-      rungs.push_back(pooled_select(geometry, q, k, h, scale, o, threads, context.get()));
-    }
+    // Its own ladder, p in each row order, as a pooled head alone steps over
+    // (run_pooled).
+    rungs = pooled_ladder_selections(geometry, q, k, h, scale, o, threads, context.get());
   } else {
-    rungs.push_back(pooled_select(geometry, q, k, h, scale, o, threads, context.get()));
+    // At its density or p, in each row order: the rule keeps the better one.
+    rungs = pooled_order_selections(geometry, q, k, h, scale, o, threads, context.get());
   }
   const std::vector<double> errors =
       pooled_sampled_errors(q, k, v, h, scale, rows, rungs, keys ? keys->limit : -1);

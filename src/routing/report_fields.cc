@@ -14,6 +14,7 @@ Fields head_fields(const HeadReport& head, std::span<const MaskCandidate> candid
       {"choice", head.choice.name()},
       {"family", head.family},
       {"rung", head.rung},
+      {"order", head.order},
       {"routed", head.routed},
       {"mse", std::move(mse)},
       {"mse_spatial", head.mse_spatial},

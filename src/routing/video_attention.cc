@@ -368,7 +368,9 @@ LayerReport VideoAttention::forward(const AttentionArgs& args, std::int64_t laye
   const bool routed = !report.warmup && !s.options.force && !s.candidates.empty() && choices > 1;
   s.routed_pooled.clear();
   s.sampled.clear();
-  if (s.options.pooled && s.options.error) {
+  // Pooled heads choose p (an error target) or their row order (kAuto) on
+  // sampled rows.
+  if (s.options.pooled && (s.options.error || s.options.pooled->order == PooledOrder::kAuto)) {
     s.sampled = detail::sample_video_rows(s.geometry, s.options.router.samples,
                                           s.options.router.seed, layer, step);
   }

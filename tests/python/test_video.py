@@ -15,7 +15,7 @@ from conftest import check_against_reference, from_layout, mask_matrix, random_q
 
 G = VideoGeometry(4, 3, 5)  # 60 tokens
 G_TEXT = VideoGeometry(3, 4, 4, text=9, text_at="before")  # 57 tokens
-HEAD_KEYS = {"batch", "head", "choice", "family", "rung", "routed", "mse_spatial", "mse_temporal", "mse", "error",
+HEAD_KEYS = {"batch", "head", "choice", "family", "rung", "order", "routed", "mse_spatial", "mse_temporal", "mse", "error",
              "target_met", "density", "tiles_visited", "seconds", "permute_seconds", "cluster_seconds", "plan_seconds",
              "compensated", "compensation_seconds"}
 LAYER_KEYS = {"heads", "method", "band", "warmup", "block_q", "block_kv", "blocks_tuned",

@@ -94,16 +94,17 @@ _LEGACY_MSE_MASKS = tuple(method_flag(DEFAULT_METHOD, "mask_names"))
 def head_report(candidates, batch, head, choice, routed, decision, families=None) -> dict:
     """One head's dict of a VideoAttention report (the native keys). candidates: the
     layer's [(name, density)]; decision: None, or (index, MSE row, error, target met);
-    families: {name: (family, rung)} of the candidates (the core's candidate_families();
-    a choice not in it, svg2's, is its own family)."""
+    families: {name: (family, rung, row order name)} of the candidates (the core's
+    candidate_families() and candidate_run()'s order_name; a choice not in it is its own
+    family, in the original order)."""
     mse = {} if decision is None else {name: float(x) for (name, _), x
                                        in zip(candidates, decision[1])}
     density = 1.0 if choice == "dense" else dict(candidates).get(choice, 0.0)
-    family, rung = ("dense", 0.0) if choice == "dense" else \
-        (families or {}).get(choice, (choice, 0.0))
+    family, rung, order = ("dense", 0.0, "original") if choice == "dense" else \
+        (families or {}).get(choice, (choice, 0.0, "original"))
     spatial, temporal = _LEGACY_MSE_MASKS
     return {"batch": batch, "head": head, "choice": choice, "routed": routed,
-            "family": family, "rung": rung,
+            "family": family, "rung": rung, "order": order,
             "mse_spatial": mse.get(spatial) if routed else None,
             "mse_temporal": mse.get(temporal) if routed else None, "mse": mse,
             "error": None if decision is None else decision[2],

@@ -76,10 +76,12 @@ class FlexVideo(TileCounts, CompensatedHeads):
         self.block = (block_q or 128, block_kv or 128)
         self.tokens = owner.geometry.tokens
         self.candidates = owner.candidates
-        # What a head that ran each candidate reports as its family and rung.
-        self.families = {name: (family, rung)
-                         for name, family, rung in owner.candidate_families()}
         self.runs = {name: owner.candidate_run(name) for name, _ in self.candidates}
+        # What a head that ran each candidate reports as its family, rung and row order
+        # (svg2's heads run in their query clusters' order, as the native ones).
+        self.families = {name: (family, rung, self.runs[name]["order_name"])
+                         for name, family, rung in owner.candidate_families()}
+        self.families[cluster_choice()] = (cluster_choice(), 0.0, "query clusters")
         self.density = dict(self.candidates)
         self._orders: dict = {}
         self._row_masks: OrderedDict = OrderedDict()

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "clusters/cluster_nodes.h"
 #include "compensation/rows.h"
 #include "methods/pooled/pooled_node.h"
 
@@ -24,9 +25,9 @@ IndexRange tile_range(std::int64_t t, std::int64_t block, std::int64_t n) {
   return {t * block, std::min(n, (t + 1) * block)};
 }
 
-// Means of one head's rows per tile, in double ([tiles][d]), key order.
+// Means of one head's rows per tile of run positions, in double ([tiles][d]).
 std::vector<double> tile_means(ThreadingContext& context, int threads, const TensorView& t,
-                               std::int64_t head, std::int64_t block) {
+                               std::int64_t head, std::int64_t block, const RowOrder& order) {
   const std::int64_t n = t.len, d = t.dim, tiles = tiles_of(n, block);
   std::vector<double> means(static_cast<std::size_t>(tiles * d), 0.0);
   context.run(threads, tiles, [&](std::int64_t tile, int) {
@@ -34,7 +35,7 @@ std::vector<double> tile_means(ThreadingContext& context, int threads, const Ten
     double* mean = means.data() + tile * d;
     const IndexRange r = tile_range(tile, block, n);
     for (std::int64_t i = r.begin; i < r.end; ++i) {
-      compensation::load_row(t, head, i, row.data());
+      compensation::load_row(t, head, order.source(i), row.data());
       for (std::int64_t c = 0; c < d; ++c) mean[c] += row[static_cast<std::size_t>(c)];
     }
     for (std::int64_t c = 0; c < d; ++c) mean[c] /= static_cast<double>(r.size());
@@ -46,7 +47,7 @@ std::vector<double> tile_means(ThreadingContext& context, int threads, const Ten
 // a zero vector is similar only to a zero mean.
 std::vector<double> self_similarity(ThreadingContext& context, int threads, const TensorView& k,
                                     std::int64_t head, std::int64_t block,
-                                    const std::vector<double>& means) {
+                                    const std::vector<double>& means, const RowOrder& order) {
   const std::int64_t n = k.len, d = k.dim, tiles = tiles_of(n, block);
   std::vector<double> sim(static_cast<std::size_t>(tiles), 0.0);
   context.run(threads, tiles, [&](std::int64_t tile, int) {
@@ -58,7 +59,7 @@ std::vector<double> self_similarity(ThreadingContext& context, int threads, cons
     const IndexRange r = tile_range(tile, block, n);
     double sum = 0.0;
     for (std::int64_t i = r.begin; i < r.end; ++i) {
-      compensation::load_row(k, head, i, row.data());
+      compensation::load_row(k, head, order.source(i), row.data());
       double dot = 0.0, norm = 0.0;
       for (std::int64_t c = 0; c < d; ++c) {
         const double x = row[static_cast<std::size_t>(c)];
@@ -84,6 +85,7 @@ struct RowRanking {
   std::vector<std::int32_t> ranked;  // by falling mass, lower index on a tie
   std::vector<double> mass;          // of ranked[r]
   std::vector<double> before;        // mass of the forced tiles and ranked[0, r)
+  double forced_mass = 0.0;
 };
 
 struct HeadTiles {
@@ -128,6 +130,7 @@ void rank_row(const HeadTiles& h, std::int64_t i, double scale, RowRanking& out)
       others.push_back(static_cast<std::int32_t>(j));
     }
   }
+  out.forced_mass = kept;
   std::stable_sort(others.begin(), others.end(), [&](std::int32_t a, std::int32_t b) {
     return score[static_cast<std::size_t>(a)] > score[static_cast<std::size_t>(b)];
   });
@@ -196,11 +199,12 @@ void check_inputs(const VideoGeometry& geometry, const TensorView& q, const Tens
   }
 }
 
-// Key tiles overlapping `range` set in `flags` (tiles of `block` over n).
-void mark(std::vector<std::uint8_t>& flags, IndexRange range, std::int64_t block) {
-  if (range.empty()) return;
-  for (std::int64_t t = range.begin / block; t <= (range.end - 1) / block; ++t) {
-    flags[static_cast<std::size_t>(t)] = 1;
+// The tiles (of `block` run positions) holding a row of original `range`
+// set in `flags`.
+void mark(std::vector<std::uint8_t>& flags, IndexRange range, std::int64_t block,
+          const RowOrder& order) {
+  for (std::int64_t row = range.begin; row < range.end; ++row) {
+    flags[static_cast<std::size_t>(order.position(row) / block)] = 1;
   }
 }
 
@@ -226,27 +230,27 @@ void gate_columns(HeadTiles& h, const std::vector<double>& sim, const PooledOpti
 
 HeadTiles head_tiles(ThreadingContext& context, int threads, const VideoGeometry& geometry,
                      const TensorView& q, const TensorView& k, std::int64_t head,
-                     const PooledOptions& o) {
+                     const PooledOptions& o, const RowOrder& order) {
   HeadTiles h;
   h.n = geometry.tokens();
   h.d = q.dim;
   h.blocks = o.blocks;
   h.q_tiles = tiles_of(h.n, o.blocks.block_q);
   h.kv_tiles = tiles_of(h.n, o.blocks.block_kv);
-  h.q_means = tile_means(context, threads, q, head, o.blocks.block_q);
-  h.k_means = tile_means(context, threads, k, head, o.blocks.block_kv);
+  h.q_means = tile_means(context, threads, q, head, o.blocks.block_q, order);
+  h.k_means = tile_means(context, threads, k, head, o.blocks.block_kv, order);
   h.forced_cols.assign(static_cast<std::size_t>(h.kv_tiles), 0);
   h.full_rows.assign(static_cast<std::size_t>(h.q_tiles), 0);
   if (o.sink) {
     const std::int64_t first = geometry.video_range().begin;
-    mark(h.forced_cols, {first, first + geometry.tokens_per_frame()}, o.blocks.block_kv);
+    mark(h.forced_cols, {first, first + geometry.tokens_per_frame()}, o.blocks.block_kv, order);
   }
   if (o.text_full) {
-    mark(h.forced_cols, geometry.text_range(), o.blocks.block_kv);
-    mark(h.full_rows, geometry.text_range(), o.blocks.block_q);
+    mark(h.forced_cols, geometry.text_range(), o.blocks.block_kv, order);
+    mark(h.full_rows, geometry.text_range(), o.blocks.block_q, order);
   }
   const std::vector<double> sim =
-      self_similarity(context, threads, k, head, o.blocks.block_kv, h.k_means);
+      self_similarity(context, threads, k, head, o.blocks.block_kv, h.k_means, order);
   gate_columns(h, sim, o);
   return h;
 }
@@ -291,24 +295,24 @@ double p_for_density(const HeadTiles& h, const std::vector<RowRanking>& rows, do
 
 }  // namespace
 
-PooledSelection pooled_select(const VideoGeometry& geometry, const TensorView& q,
-                              const TensorView& k, std::int64_t head, double scale,
-                              const PooledOptions& options, int threads,
-                              ThreadingContext* context) {
-  check_pooled_options(options);
-  check_inputs(geometry, q, k, head, scale);
-  ThreadingContext& ctx = context != nullptr ? *context : *default_threading_context();
-  const HeadTiles h = head_tiles(ctx, threads, geometry, q, k, head, options);
+namespace {
+
+PooledSelection select_in(ThreadingContext& ctx, int threads, const VideoGeometry& geometry,
+                          const TensorView& q, const TensorView& k, std::int64_t head, double scale,
+                          const PooledOptions& options, RowOrder order) {
+  const HeadTiles h = head_tiles(ctx, threads, geometry, q, k, head, options, order);
   std::vector<RowRanking> rows(static_cast<std::size_t>(h.q_tiles));
   ctx.run(threads, h.q_tiles,
           [&](std::int64_t i, int) { rank_row(h, i, scale, rows[static_cast<std::size_t>(i)]); });
   PooledSelection s;
+  s.order = std::move(order);
   s.tokens = h.n;
   s.blocks = options.blocks;
   s.q_tiles = h.q_tiles;
   s.kv_tiles = h.kv_tiles;
   s.p = options.density ? p_for_density(h, rows, *options.density, options.floor) : options.p;
   s.row_offsets.assign(1, 0);
+  double mass = 0.0;
   for (std::int64_t i = 0; i < h.q_tiles; ++i) {
     const RowRanking& row = rows[static_cast<std::size_t>(i)];
     const std::size_t count = ranked_kept(row, s.p, options.floor);
@@ -319,13 +323,53 @@ PooledSelection pooled_select(const VideoGeometry& geometry, const TensorView& q
     for (const std::int32_t j : kept) s.kept_pairs += pair_area(h, i, j);
     s.kept.insert(s.kept.end(), kept.begin(), kept.end());
     s.row_offsets.push_back(static_cast<std::int64_t>(s.kept.size()));
+    const double row_mass =
+        count > 0 ? row.before[count - 1] + row.mass[count - 1] : row.forced_mass;
+    mass += row_mass * static_cast<double>(tile_range(i, h.blocks.block_q, h.n).size());
   }
   s.density = static_cast<double>(s.kept_pairs) / (static_cast<double>(h.n) * double(h.n));
+  s.mass = mass / static_cast<double>(h.n);
   return s;
+}
+
+// kAuto's rule (pooled.h): at a density, the selection keeping more pooled
+// mass; at a p, the sparser one; frame-major on a tie.
+bool token_is_cheaper(const PooledSelection& frame, const PooledSelection& token,
+                      const PooledOptions& options) {
+  if (options.density) return token.mass > frame.mass;
+  return token.kept_pairs < frame.kept_pairs;
+}
+
+}  // namespace
+
+PooledSelection pooled_select(const VideoGeometry& geometry, const TensorView& q,
+                              const TensorView& k, std::int64_t head, double scale,
+                              const PooledOptions& options, int threads,
+                              ThreadingContext* context) {
+  check_pooled_options(options);
+  check_inputs(geometry, q, k, head, scale);
+  ThreadingContext& ctx = context != nullptr ? *context : *default_threading_context();
+  const auto in = [&](RowOrder order) {
+    return select_in(ctx, threads, geometry, q, k, head, scale, options, std::move(order));
+  };
+  if (options.order == PooledOrder::kToken) return in(RowOrder::token_major(geometry));
+  PooledSelection frame = in(RowOrder());
+  // With one frame the orders agree; with the sink token-major keeps every
+  // tile (pooled_order_selections() says the same).
+  if (options.order == PooledOrder::kFrame || geometry.frames < 2 || options.sink) return frame;
+  PooledSelection token = in(RowOrder::token_major(geometry));
+  return token_is_cheaper(frame, token, options) ? token : frame;
 }
 
 Mask pooled_mask(const PooledSelection& selection) {
   return Mask(std::make_shared<detail::PooledTilesNode>(selection));
+}
+
+Mask pooled_original_mask(const PooledSelection& selection) {
+  const Mask run = pooled_mask(selection);
+  if (selection.order.is_identity()) return run;
+  return Mask(std::make_shared<detail::RunOrderNode>(run, selection.order, selection.order,
+                                                     selection.tokens));
 }
 
 TilePlan pooled_plan(const PooledSelection& selection) {

@@ -18,6 +18,49 @@ std::span<const double> pooled_p_ladder() {
 
 namespace {
 
+std::vector<PooledOrder> allowed_orders(const VideoGeometry& geometry, const PooledOptions& o) {
+  if (o.order != PooledOrder::kAuto) return {o.order};
+  // With one frame the orders agree; with the sink token-major keeps every tile.
+  if (geometry.frames < 2 || o.sink) return {PooledOrder::kFrame};
+  return {PooledOrder::kFrame, PooledOrder::kToken};
+}
+
+}  // namespace
+
+std::vector<PooledSelection> pooled_order_selections(const VideoGeometry& geometry,
+                                                     const TensorView& q, const TensorView& k,
+                                                     std::int64_t head, double scale,
+                                                     const PooledOptions& options, int threads,
+                                                     ThreadingContext* context) {
+  PooledOptions o = options;
+  std::vector<PooledSelection> selections;
+  for (const PooledOrder order : allowed_orders(geometry, options)) {
+    o.order = order;
+    selections.push_back(pooled_select(geometry, q, k, head, scale, o, threads, context));
+  }
+  return selections;
+}
+
+std::vector<PooledSelection> pooled_ladder_selections(const VideoGeometry& geometry,
+                                                      const TensorView& q, const TensorView& k,
+                                                      std::int64_t head, double scale,
+                                                      const PooledOptions& options, int threads,
+                                                      ThreadingContext* context) {
+  PooledOptions o = options;
+  o.density.reset();
+  std::vector<PooledSelection> rungs;
+  for (const PooledOrder order : allowed_orders(geometry, options)) {
+    o.order = order;
+    for (const double p : pooled_p_ladder()) {
+      o.p = p;
+      rungs.push_back(pooled_select(geometry, q, k, head, scale, o, threads, context));
+    }
+  }
+  return rungs;
+}
+
+namespace {
+
 // Row q's attention over the keys keep(j) says, into out (dv doubles), from
 // its scores (one per key, -inf where padded).
 template <typename Keep>
@@ -71,12 +114,14 @@ std::vector<double> pooled_sampled_errors(const TensorView& q, const TensorView&
     for (const double x : reference) power += x * x;
     for (std::size_t s = 0; s < selections.size(); ++s) {
       const PooledSelection& sel = selections[s];
-      const std::int64_t a = r / sel.blocks.block_q;
+      // Tiles are over run positions: the row's and each key's, in the selection's order.
+      const std::int64_t a = sel.order.position(r) / sel.blocks.block_q;
       const auto first = sel.kept.begin() + sel.row_offsets[static_cast<std::size_t>(a)];
       const auto last = sel.kept.begin() + sel.row_offsets[static_cast<std::size_t>(a) + 1];
       const auto keep = [&](std::size_t j) {
+        const std::int64_t key = sel.order.position(static_cast<std::int64_t>(j));
         return std::binary_search(first, last,
-                                  static_cast<std::int32_t>(std::int64_t(j) / sel.blocks.block_kv));
+                                  static_cast<std::int32_t>(key / sel.blocks.block_kv));
       };
       attend(scores, values, keep, out);
       for (std::size_t c = 0; c < dv; ++c)

@@ -2,7 +2,8 @@
 // SpargeAttn, XAttention, SCOPE's floor). No candidate list: every head past
 // the warm-up ranks the key tiles of each of its query tiles by its own
 // pooled Q and K and keeps them to the density, planned per head and step
-// directly from the kept tiles.
+// directly from the kept tiles, cut in frame-major or token-major order
+// (pooled.h: PooledOrder).
 #include <algorithm>
 #include <array>
 
@@ -40,7 +41,8 @@ const MethodEntry& pooled_method() {
                .summary = "Pooled scores (SpargeAttn, XAttention): per query tile, key tiles by "
                           "falling pooled mass to the density, with a floor; diagonal, sink, text "
                           "and non-self-similar key tiles kept",
-               .row_order = "frame-major",
+               .row_order = "per head, frame-major or token-major, whichever selection is "
+                            "cheaper",
                .spec = false,
                .candidates = false,
                .mask_names = kNames,
