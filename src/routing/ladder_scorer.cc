@@ -269,6 +269,47 @@ void merge_rings(const Scratch& s, std::size_t base, const Track& t, const float
   }
 }
 
+// The head's sampled rows transposed into s.qt, [d][rows_padded], zero past
+// the last: the rows are the vector lanes of the scores (kernel::KeyScoresFn).
+template <typename T>
+void transpose_rows(const Inputs& in, std::int64_t h, Scratch& s) {
+  const std::int64_t d = in.q.dim, r = static_cast<std::int64_t>(in.rows.size());
+  s.rows_padded = (r + kRowPad - 1) / kRowPad * kRowPad;
+  s.qt.assign(static_cast<std::size_t>(d * s.rows_padded), 0.0f);
+  for (std::int64_t j = 0; j < r; ++j) {
+    const T* q_row = row_of<T>(in.q, h, in.rows[static_cast<std::size_t>(j)]);
+    for (std::int64_t c = 0; c < d; ++c) {
+      s.qt[static_cast<std::size_t>(c * s.rows_padded + j)] = to_f32(q_row[c]);
+    }
+  }
+}
+
+// Whether some track of some chain keeps a key of [k0, k1).
+bool any_kept(std::span<const ChainTracks> walks, std::int64_t k0, std::int64_t k1) {
+  for (const ChainTracks& c : walks) {
+    for (const Track& t : c.tracks) {
+      const std::int64_t lo = std::max(k0, t.begin), hi = std::min(k1, t.end);
+      if (lo >= hi) continue;
+      const std::uint8_t* level = c.level.data() + t.level + (lo - t.begin);
+      if (std::any_of(level, level + (hi - lo), [&](std::uint8_t x) { return x < t.rings; })) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// The dense states from `base` as the head's reference rows, into dense.out.
+void write_dense_rows(const Inputs& in, std::int64_t h, std::size_t base, const Scratch& s) {
+  const std::int64_t dv = in.v.dim;
+  for (std::int64_t j = 0; j < static_cast<std::int64_t>(in.rows.size()); ++j) {
+    const std::size_t at = base + static_cast<std::size_t>(j);
+    const float inv = s.sum[at] > 0.0f ? 1.0f / s.sum[at] : 0.0f;
+    float* out = in.dense.out + (h * in.reference_rows + j) * dv;
+    for (std::int64_t c = 0; c < dv; ++c) out[c] = s.acc[at * dv + c] * inv;
+  }
+}
+
 // One head, every chain: each sampled row's rungs' squared errors into
 // err[row * candidates + candidate]. The chains walk the keys together, so a
 // block's K and V are converted and its scores computed once for all of them.
@@ -278,16 +319,7 @@ void score_head(const Inputs& in, std::int64_t h, std::span<const std::vector<st
                 std::size_t candidates) {
   const std::int64_t d = in.q.dim, dv = in.v.dim;
   const std::int64_t r = static_cast<std::int64_t>(in.rows.size());
-  // The sampled rows transposed, [d][rows_padded], zero past r: the rows are
-  // the vector lanes of the scores (kernel::KeyScoresFn).
-  s.rows_padded = (r + kRowPad - 1) / kRowPad * kRowPad;
-  s.qt.assign(static_cast<std::size_t>(d * s.rows_padded), 0.0f);
-  for (std::int64_t j = 0; j < r; ++j) {
-    const T* q_row = row_of<T>(in.q, h, in.rows[static_cast<std::size_t>(j)]);
-    for (std::int64_t c = 0; c < d; ++c) {
-      s.qt[static_cast<std::size_t>(c * s.rows_padded + j)] = to_f32(q_row[c]);
-    }
-  }
+  transpose_rows<T>(in, h, s);
   // Each chain's ring states from its base offset.
   // Then, with dense rows to compute, one state per sampled row from dense_base.
   std::vector<std::size_t> base(walks.size() + 1, 0);
@@ -309,21 +341,9 @@ void score_head(const Inputs& in, std::int64_t h, std::span<const std::vector<st
   }
   for (std::int64_t k0 = first; k0 < last; k0 += kKeyBlock) {
     const std::int64_t k1 = std::min(k0 + kKeyBlock, last);
-    // Whether some track keeps a key of the block (the scores are computed
-    // for every row at once).
     const IndexRange dense_part{std::max(k0, in.dense.keys.begin), std::min(k1, in.dense.keys.end)};
     const bool dense_block = dense && !dense_part.empty();
-    bool kept = dense_block;
-    for (std::size_t c = 0; c < walks.size() && !kept; ++c) {
-      for (const Track& t : walks[c].tracks) {
-        const std::int64_t lo = std::max(k0, t.begin), hi = std::min(k1, t.end);
-        if (lo >= hi) continue;
-        const std::uint8_t* level = walks[c].level.data() + t.level + (lo - t.begin);
-        kept = std::any_of(level, level + (hi - lo), [&](std::uint8_t x) { return x < t.rings; });
-        if (kept) break;
-      }
-    }
-    if (!kept) continue;
+    if (!dense_block && !any_kept(walks, k0, k1)) continue;
     // The block's K and V rows in f32, converted once for all rows and
     // chains; every row against the whole block at once (the rows in the
     // vector lanes), rather than one row against its kept keys at a time (a
@@ -344,14 +364,7 @@ void score_head(const Inputs& in, std::int64_t h, std::span<const std::vector<st
     }
     if (dense_block) dense_block_rows(in, dense_base, r, k0, dense_part, s);
   }
-  if (dense) {
-    for (std::int64_t j = 0; j < r; ++j) {  // the reference rows, before the chains read them
-      const std::size_t at = dense_base + static_cast<std::size_t>(j);
-      const float inv = s.sum[at] > 0.0f ? 1.0f / s.sum[at] : 0.0f;
-      float* out = in.dense.out + (h * in.reference_rows + j) * dv;
-      for (std::int64_t c = 0; c < dv; ++c) out[c] = s.acc[at * dv + c] * inv;
-    }
-  }
+  if (dense) write_dense_rows(in, h, dense_base, s);  // before the chains read them
   for (std::size_t c = 0; c < walks.size(); ++c) {
     const std::vector<std::size_t>& chain = chains[c];
     for (const Track& t : walks[c].tracks) {

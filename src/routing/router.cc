@@ -154,6 +154,22 @@ RouteDecision decide(const std::vector<MaskCandidate>& candidates, std::vector<d
   return decide(candidates, std::move(mse), 1.0, RoutePolicy{density_budget, std::nullopt});
 }
 
+std::vector<std::vector<double>> Router::score_walked(
+    const TensorView& q, const TensorView& k, const TensorView& v,
+    const std::vector<Mask>& candidates, const std::vector<std::int64_t>& rows,
+    IndexRange dense_keys, const AttentionOptions& options, std::vector<double>* power,
+    const LadderScoring& ladder, const CompensationTerms* terms) {
+  const std::int64_t heads = q.heads, r = static_cast<std::int64_t>(rows.size());
+  outputs_.resize(static_cast<std::size_t>(heads * r * v.dim));
+  std::vector<std::vector<double>> mse(static_cast<std::size_t>(heads),
+                                       std::vector<double>(candidates.size(), 0.0));
+  const float scale = options.scale ? *options.scale : 1.0f / std::sqrt(static_cast<float>(q.dim));
+  score_ladders(*ladder.context, options.threads, q, k, v, candidates, ladder.chains, rows, scale,
+                nullptr, r, mse, terms, {outputs_.data(), dense_keys});
+  if (power != nullptr) *power = row_power(outputs_.data(), heads, r, r, v.dim);
+  return mse;
+}
+
 std::vector<std::vector<double>> Router::score(
     AttentionBackend& backend, const TensorView& q, const TensorView& k, const TensorView& v,
     const Mask& reference, const std::vector<Mask>& candidates,
@@ -180,15 +196,7 @@ std::vector<std::vector<double>> Router::score(
   const IndexRange dense_keys =
       incremental && on_kernel.empty() ? whole_key_range(reference, rows, k.len) : IndexRange{};
   if (!dense_keys.empty()) {
-    outputs_.resize(static_cast<std::size_t>(heads * r * v.dim));
-    std::vector<std::vector<double>> mse(static_cast<std::size_t>(heads),
-                                         std::vector<double>(candidates.size(), 0.0));
-    const float scale =
-        options.scale ? *options.scale : 1.0f / std::sqrt(static_cast<float>(q.dim));
-    score_ladders(*ladder->context, options.threads, q, k, v, candidates, ladder->chains, rows,
-                  scale, nullptr, r, mse, terms, {outputs_.data(), dense_keys});
-    if (power != nullptr) *power = row_power(outputs_.data(), heads, r, r, v.dim);
-    return mse;
+    return score_walked(q, k, v, candidates, rows, dense_keys, options, power, *ladder, terms);
   }
   const std::int64_t sections = 1 + static_cast<std::int64_t>(on_kernel.size());
   const std::int64_t block = sections * r;

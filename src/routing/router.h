@@ -53,7 +53,9 @@ class Router {
   // scale and threads. `ladder`, when not null and its chains not empty
   // (and ladder_scoring_applies()), scores the candidates of its chains
   // incrementally against the kernel's reference rows; the kernel call then
-  // holds the reference and the other candidates only. `terms`, when not
+  // holds the reference and the other candidates only, and where there are
+  // none and the reference keeps one whole key range, the walk computes the
+  // reference rows too and there is no kernel call. `terms`, when not
   // null, are merged into every candidate's sampled rows before their error
   // is taken (compensation: the router scores what will run).
   std::vector<std::vector<double>> score(AttentionBackend& backend, const TensorView& q,
@@ -66,6 +68,14 @@ class Router {
                                          const CompensationTerms* terms = nullptr);
 
  private:
+  // score() with every candidate on a chain: the walk's own reference rows
+  // over dense_keys, no kernel call.
+  std::vector<std::vector<double>> score_walked(
+      const TensorView& q, const TensorView& k, const TensorView& v,
+      const std::vector<Mask>& candidates, const std::vector<std::int64_t>& rows,
+      IndexRange dense_keys, const AttentionOptions& options, std::vector<double>* power,
+      const LadderScoring& ladder, const CompensationTerms* terms);
+
   std::vector<unsigned char> queries_;  // [heads, sections * r, d] in q's dtype
   std::vector<float> outputs_;          // [heads, sections * r, dv]
   std::vector<float> lses_;             // [heads, sections * r], with terms only
