@@ -331,6 +331,47 @@ TEST_P(CompensationPerTarget, Bf16OnBothProductPathsMatchesTheDefinition) {
   }
 }
 
+// The pooled means are the float64 sums of each tile's keys in run order
+// (rows through `sources`, the filter applied), divided and rounded once:
+// every target's vector sums give those bits exactly, in every dtype and
+// layout, with head dimensions that fill no vector evenly.
+TEST_P(CompensationPerTarget, PooledMeansAreTheFloat64SumsInRunOrder) {
+  constexpr std::int64_t kHeads = 3, kLen = 301, kBlock = 64;
+  const compensation::KeyFilter filter{.limit = 290, .first = 5, .count = 7, .stride = 11};
+  std::vector<std::int64_t> sources(kLen);
+  for (std::int64_t j = 0; j < kLen; ++j) sources[j] = (j * 7) % kLen;  // 7 is prime to 301
+  ThreadingContext context(2);
+  for (const DType dtype : {kF32, kBF16, kF16}) {
+    for (const std::int64_t d : {8, 40, 128}) {
+      HostTensor k(dtype, kHeads, kLen, d, d, kHeads * d), v(dtype, kHeads, kLen, d + 8);
+      k.fill_normal(1 + d);
+      v.fill_normal(2 + d);
+      compensation::PooledTiles pooled;
+      compensation::pool_tiles(context, 2, k.view(), v.view(), kBlock, filter, pooled, sources);
+      for (std::int64_t h = 0; h < kHeads; ++h) {
+        for (const std::int32_t t : pooled.keep) {
+          std::vector<double> key_sum(d, 0.0), value_sum(d + 8, 0.0);
+          double n = 0.0;
+          for (std::int64_t j = t * kBlock; j < std::min(kLen, (t + 1) * kBlock); ++j) {
+            if (filter.excluded(j)) continue;
+            n += 1.0;
+            for (std::int64_t x = 0; x < d; ++x) key_sum[x] += k.get(h, sources[j], x);
+            for (std::int64_t x = 0; x < d + 8; ++x) value_sum[x] += v.get(h, sources[j], x);
+          }
+          const float* key = pooled.keys.data() + (h * pooled.tiles + t) * d;
+          const float* value = pooled.values.data() + (h * pooled.tiles + t) * (d + 8);
+          for (std::int64_t x = 0; x < d; ++x) {
+            ASSERT_EQ(key[x], static_cast<float>(key_sum[x] * (1.0 / n))) << h << " " << t;
+          }
+          for (std::int64_t x = 0; x < d + 8; ++x) {
+            ASSERT_EQ(value[x], static_cast<float>(value_sum[x] * (1.0 / n))) << h << " " << t;
+          }
+        }
+      }
+    }
+  }
+}
+
 TILESPLASH_INSTANTIATE_FOR_TARGETS(CompensationPerTarget);
 
 // The keys a front door leaves out of the means: padding and a second segment.

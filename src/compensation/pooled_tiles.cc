@@ -5,27 +5,27 @@
 #include <vector>
 
 #include "compensation/compensation.h"
-#include "compensation/rows.h"
+#include "kernel/isa_dispatch.h"
+#include "tilesplash/kernel_limits.h"
 
 namespace tilesplash::compensation {
+namespace {
 
-bool KeyFilter::excluded(std::int64_t key) const {
-  if (limit >= 0 && key >= limit) return true;
-  if (count == 0 || key < first || (key - first) % stride != 0) return false;
-  return (key - first) / stride < count;
-}
+// Rows handed to TargetOps::sum_rows at once.
+constexpr std::int64_t kRowChunk = 128;
 
-void pool_tiles(ThreadingContext& context, int threads, const TensorView& k, const TensorView& v,
-                std::int64_t block_kv, const KeyFilter& filter, PooledTiles& pooled,
-                std::span<const std::int64_t> sources) {
-  const std::int64_t heads = k.heads, kv_len = k.len, d = k.dim, dv = v.dim;
+// Sizes `pooled` for k and v and finds its kept tiles; returns each tile's
+// pooled key count.
+std::vector<std::int64_t> prepare(const TensorView& k, const TensorView& v, std::int64_t block_kv,
+                                  const KeyFilter& filter, PooledTiles& pooled) {
+  const std::int64_t heads = k.heads, kv_len = k.len;
   const std::int64_t tiles = (kv_len + block_kv - 1) / block_kv;
   pooled.heads = heads;
   pooled.tiles = tiles;
-  pooled.d = d;
-  pooled.dv = dv;
-  pooled.keys.assign(static_cast<std::size_t>(heads * tiles * d), 0.0f);
-  pooled.values.assign(static_cast<std::size_t>(heads * tiles * dv), 0.0f);
+  pooled.d = k.dim;
+  pooled.dv = v.dim;
+  pooled.keys.assign(static_cast<std::size_t>(heads * tiles * k.dim), 0.0f);
+  pooled.values.assign(static_cast<std::size_t>(heads * tiles * v.dim), 0.0f);
   pooled.keep.clear();
   pooled.log_count.assign(static_cast<std::size_t>(tiles), 0.0f);
   std::vector<std::int64_t> counts(static_cast<std::size_t>(tiles), 0);
@@ -39,28 +39,58 @@ void pool_tiles(ThreadingContext& context, int threads, const TensorView& k, con
     pooled.keep.push_back(static_cast<std::int32_t>(t));
     pooled.log_count[static_cast<std::size_t>(t)] = std::log(static_cast<float>(n));
   }
+  return counts;
+}
+
+// Tile h's means from its double sums.
+void store_means(PooledTiles& pooled, std::int64_t h, std::int64_t t, std::int64_t count,
+                 const double* key_sum, const double* value_sum) {
+  const double inv = 1.0 / static_cast<double>(count);
+  float* key_mean = pooled.keys.data() + (h * pooled.tiles + t) * pooled.d;
+  float* value_mean = pooled.values.data() + (h * pooled.tiles + t) * pooled.dv;
+  for (std::int64_t c = 0; c < pooled.d; ++c) key_mean[c] = static_cast<float>(key_sum[c] * inv);
+  for (std::int64_t c = 0; c < pooled.dv; ++c) {
+    value_mean[c] = static_cast<float>(value_sum[c] * inv);
+  }
+}
+
+}  // namespace
+
+bool KeyFilter::excluded(std::int64_t key) const {
+  if (limit >= 0 && key >= limit) return true;
+  if (count == 0 || key < first || (key - first) % stride != 0) return false;
+  return (key - first) / stride < count;
+}
+
+void pool_tiles(ThreadingContext& context, int threads, const TensorView& k, const TensorView& v,
+                std::int64_t block_kv, const KeyFilter& filter, PooledTiles& pooled,
+                std::span<const std::int64_t> sources) {
+  const std::int64_t heads = k.heads, kv_len = k.len;
+  const std::vector<std::int64_t> counts = prepare(k, v, block_kv, filter, pooled);
   const std::int64_t kept = static_cast<std::int64_t>(pooled.keep.size());
-  // One item per (head, kept tile), each summing its keys in order.
+  // One item per (head, kept tile), each summing its keys in order on the
+  // target's vector lanes (the channels; the order per channel is fixed).
+  const kernel::TargetOps& ops = kernel::active_target();
   context.run(threads, heads * kept, [&](std::int64_t item, int) {
     const std::int64_t h = item / kept;
     const std::int64_t t = pooled.keep[static_cast<std::size_t>(item % kept)];
     double key_sum[kernel_limits::kMaxHeadDim] = {};
     double value_sum[kernel_limits::kMaxHeadDim] = {};
-    float row[kernel_limits::kMaxHeadDim];
-    const std::int64_t end = std::min(kv_len, (t + 1) * block_kv);
-    for (std::int64_t key = t * block_kv; key < end; ++key) {
+    std::int64_t rows[kRowChunk];
+    std::int64_t n = 0;
+    const auto flush = [&] {
+      ops.sum_rows(k, h, rows, n, key_sum);
+      ops.sum_rows(v, h, rows, n, value_sum);
+      n = 0;
+    };
+    for (std::int64_t key = t * block_kv, end = std::min(kv_len, (t + 1) * block_kv); key < end;
+         ++key) {
       if (filter.excluded(key)) continue;
-      const std::int64_t source = sources.empty() ? key : sources[static_cast<std::size_t>(key)];
-      load_row(k, h, source, row);
-      for (std::int64_t c = 0; c < d; ++c) key_sum[c] += row[c];
-      load_row(v, h, source, row);
-      for (std::int64_t c = 0; c < dv; ++c) value_sum[c] += row[c];
+      rows[n++] = sources.empty() ? key : sources[static_cast<std::size_t>(key)];
+      if (n == kRowChunk) flush();
     }
-    const double inv = 1.0 / static_cast<double>(counts[static_cast<std::size_t>(t)]);
-    float* key_mean = pooled.keys.data() + (h * tiles + t) * d;
-    float* value_mean = pooled.values.data() + (h * tiles + t) * dv;
-    for (std::int64_t c = 0; c < d; ++c) key_mean[c] = static_cast<float>(key_sum[c] * inv);
-    for (std::int64_t c = 0; c < dv; ++c) value_mean[c] = static_cast<float>(value_sum[c] * inv);
+    flush();
+    store_means(pooled, h, t, counts[static_cast<std::size_t>(t)], key_sum, value_sum);
   });
 }
 

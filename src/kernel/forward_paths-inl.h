@@ -40,6 +40,7 @@ TargetOps target_ops_with(FmaLoop bf16_peak) {
   ops.exp_weights = &exp_weights;
   ops.widen_rows = &widen_rows;
   ops.rows_axpy = &rows_axpy;
+  ops.sum_rows = &sum_rows;
   ops.pooled_merge = &pooled_merge;
   ops.int8_dot = &int8_dot<Int8Sums>;
   if constexpr (!std::is_void_v<DotPath>) {

@@ -51,6 +51,11 @@ using RowsAxpyFn = void (*)(const float* w, std::int64_t w_stride, const float* 
 using WidenRowsFn = void (*)(const TensorView& t, std::int64_t head, std::int64_t row0,
                              std::int64_t rows, float* dst);
 
+// sum[c] += t[head][rows[i]][c] (widened, summed in double, rows in order)
+// for i < n and c < t.dim: the pooled tiles' key and value sums.
+using SumRowsFn = void (*)(const TensorView& t, std::int64_t head, const std::int64_t* rows,
+                           std::int64_t n, double* sum);
+
 // x[i] = exp(x[i] - top) for i < n, in place, and their sum (in a fixed
 // order): the walk's softmax weights, on the kernel's vector exp2.
 using ExpWeightsFn = float (*)(float* x, std::int64_t n, float top);
@@ -146,6 +151,8 @@ struct TargetOps {
   ExpWeightsFn exp_weights = nullptr;
   WidenRowsFn widen_rows = nullptr;
   RowsAxpyFn rows_axpy = nullptr;
+  // The pooled tiles' sums (compensation/pooled_tiles.cc).
+  SumRowsFn sum_rows = nullptr;
   // The compensation pass's block merge (compensation/compensate.cc).
   PooledMergeFn pooled_merge = nullptr;
   // Its bf16 dot-product twin: null on targets without a bf16 dot product.

@@ -37,6 +37,19 @@ inline void widen_rows(const TensorView& t, std::int64_t head, std::int64_t row0
   for (std::int64_t i = 0; i < rows; ++i) widen_row_f32(t, head, row0 + i, dst + i * t.dim);
 }
 
+// sum[c] += t[head][rows[i]][c], widened to f32 and added in double, for
+// i < n and c < t.dim (TargetOps::sum_rows: the pooled tiles of
+// compensation/pooled_tiles.cc). Each channel takes its rows in the order
+// given, so every target gives the same bits; only the lanes are the target's.
+inline void sum_rows(const TensorView& t, std::int64_t head, const std::int64_t* rows,
+                     std::int64_t n, double* sum) {
+  float row[kMaxHeadDim];
+  for (std::int64_t i = 0; i < n; ++i) {
+    widen_row_f32(t, head, rows[i], row);
+    for (std::int64_t c = 0; c < t.dim; ++c) sum[c] += static_cast<double>(row[c]);
+  }
+}
+
 // Widens row `row` of `head` to f32; returns false if it holds NaN or Inf.
 inline bool load_row_f32(const TensorView& t, std::int64_t head, std::int64_t row, float* dst) {
   widen_row_f32(t, head, row, dst);
