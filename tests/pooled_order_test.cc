@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
 #include "support/attention_check.h"
@@ -237,6 +238,40 @@ TEST(PooledOrder, PaddedTrailingTextStaysOutOfATokenMajorHead) {
         worst, std::abs(out[static_cast<std::size_t>(i)] - ref.out[static_cast<std::size_t>(i)]));
   }
   EXPECT_LT(worst, 1e-4);
+}
+
+// One ranking cut at every p of the ladder gives, per order, exactly the
+// selections that ranking anew at each p gives; kAuto and a bad p are errors.
+TEST(PooledOrder, EveryPCutFromOneRankingIsThatPsSelection) {
+  const VideoWorkload w = planted();
+  for (const PooledOrder order : {PooledOrder::kFrame, PooledOrder::kToken}) {
+    for (const std::int64_t head : {kSpatialHead, kTemporalHead}) {
+      PooledOptions o = in_order(order, 0.9, /*gate=*/0.0);
+      o.density = 0.3;  // ignored: every p is cut
+      const std::vector<PooledSelection> ladder =
+          pooled_select_ps(kPlanted, w.q(), w.k(), head, kScale, o, pooled_p_ladder(), 2);
+      ASSERT_EQ(ladder.size(), pooled_p_ladder().size());
+      for (std::size_t r = 0; r < ladder.size(); ++r) {
+        const PooledOptions at = in_order(order, pooled_p_ladder()[r], /*gate=*/0.0);
+        const PooledSelection one = pooled_select(kPlanted, w.q(), w.k(), head, kScale, at, 2);
+        EXPECT_EQ(ladder[r].order.name(), one.order.name());
+        EXPECT_EQ(ladder[r].kept, one.kept) << r;
+        EXPECT_EQ(ladder[r].row_offsets, one.row_offsets) << r;
+        EXPECT_EQ(ladder[r].p, one.p);
+        EXPECT_EQ(ladder[r].kept_pairs, one.kept_pairs);
+        EXPECT_EQ(ladder[r].mass, one.mass);
+      }
+      EXPECT_LT(ladder.front().kept_pairs, ladder.back().kept_pairs);
+    }
+  }
+  const double bad[] = {0.5, 1.5};
+  EXPECT_THROW(
+      pooled_select_ps(kPlanted, w.q(), w.k(), 0, kScale, in_order(PooledOrder::kFrame, 0.9), bad),
+      std::invalid_argument);
+  const double good[] = {0.5};
+  EXPECT_THROW(
+      pooled_select_ps(kPlanted, w.q(), w.k(), 0, kScale, in_order(PooledOrder::kAuto, 0.9), good),
+      std::invalid_argument);
 }
 
 TEST(PooledOrder, BitIdenticalAcrossThreadCounts) {

@@ -124,6 +124,16 @@ PooledSelection pooled_select(const VideoGeometry& geometry, const TensorView& q
                               const PooledOptions& options, int threads = 0,
                               ThreadingContext* context = nullptr);
 
+// The selections at every p of `ps` (options.density ignored) in the one
+// order options.order names (kFrame or kToken; kAuto throws), cut from one
+// ranking of the tiles: each equals pooled_select() at that p, at the cost
+// of one. What pooled_ladder_selections() steps over.
+std::vector<PooledSelection> pooled_select_ps(const VideoGeometry& geometry, const TensorView& q,
+                                              const TensorView& k, std::int64_t head, double scale,
+                                              const PooledOptions& options,
+                                              std::span<const double> ps, int threads = 0,
+                                              ThreadingContext* context = nullptr);
+
 // The selection as a mask over tokens x tokens of run-order indices (the
 // selection's order): (q, k) kept iff their tiles' pair is; classifies any
 // rectangle in O(1) through a prefix sum of the kept tiles (O(tiles) memory).

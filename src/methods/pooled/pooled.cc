@@ -297,24 +297,39 @@ double p_for_density(const HeadTiles& h, const std::vector<RowRanking>& rows, do
 
 namespace {
 
-PooledSelection select_in(ThreadingContext& ctx, int threads, const VideoGeometry& geometry,
-                          const TensorView& q, const TensorView& k, std::int64_t head, double scale,
-                          const PooledOptions& options, RowOrder order) {
-  const HeadTiles h = head_tiles(ctx, threads, geometry, q, k, head, options, order);
-  std::vector<RowRanking> rows(static_cast<std::size_t>(h.q_tiles));
-  ctx.run(threads, h.q_tiles,
-          [&](std::int64_t i, int) { rank_row(h, i, scale, rows[static_cast<std::size_t>(i)]); });
+// One head's tiles in one order, every query tile's key tiles ranked: what
+// every p of that order cuts from.
+struct Ranking {
+  RowOrder order;
+  HeadTiles h;
+  std::vector<RowRanking> rows;
+};
+
+Ranking rank_in(ThreadingContext& ctx, int threads, const VideoGeometry& geometry,
+                const TensorView& q, const TensorView& k, std::int64_t head, double scale,
+                const PooledOptions& options, RowOrder order) {
+  Ranking r{order, head_tiles(ctx, threads, geometry, q, k, head, options, order), {}};
+  r.rows.resize(static_cast<std::size_t>(r.h.q_tiles));
+  ctx.run(threads, r.h.q_tiles, [&](std::int64_t i, int) {
+    rank_row(r.h, i, scale, r.rows[static_cast<std::size_t>(i)]);
+  });
+  return r;
+}
+
+// The selection of `ranking` at options' density, else at p.
+PooledSelection cut(const Ranking& ranking, const PooledOptions& options, double p) {
+  const HeadTiles& h = ranking.h;
   PooledSelection s;
-  s.order = std::move(order);
+  s.order = ranking.order;
   s.tokens = h.n;
   s.blocks = options.blocks;
   s.q_tiles = h.q_tiles;
   s.kv_tiles = h.kv_tiles;
-  s.p = options.density ? p_for_density(h, rows, *options.density, options.floor) : options.p;
+  s.p = options.density ? p_for_density(h, ranking.rows, *options.density, options.floor) : p;
   s.row_offsets.assign(1, 0);
   double mass = 0.0;
   for (std::int64_t i = 0; i < h.q_tiles; ++i) {
-    const RowRanking& row = rows[static_cast<std::size_t>(i)];
+    const RowRanking& row = ranking.rows[static_cast<std::size_t>(i)];
     const std::size_t count = ranked_kept(row, s.p, options.floor);
     std::vector<std::int32_t> kept = row.forced;
     kept.insert(kept.end(), row.ranked.begin(),
@@ -330,6 +345,13 @@ PooledSelection select_in(ThreadingContext& ctx, int threads, const VideoGeometr
   s.density = static_cast<double>(s.kept_pairs) / (static_cast<double>(h.n) * double(h.n));
   s.mass = mass / static_cast<double>(h.n);
   return s;
+}
+
+PooledSelection select_in(ThreadingContext& ctx, int threads, const VideoGeometry& geometry,
+                          const TensorView& q, const TensorView& k, std::int64_t head, double scale,
+                          const PooledOptions& options, RowOrder order) {
+  return cut(rank_in(ctx, threads, geometry, q, k, head, scale, options, std::move(order)), options,
+             options.p);
 }
 
 // kAuto's rule (pooled.h): at a density, the selection keeping more pooled
@@ -359,6 +381,30 @@ PooledSelection pooled_select(const VideoGeometry& geometry, const TensorView& q
   if (options.order == PooledOrder::kFrame || geometry.frames < 2 || options.sink) return frame;
   PooledSelection token = in(RowOrder::token_major(geometry));
   return token_is_cheaper(frame, token, options) ? token : frame;
+}
+
+std::vector<PooledSelection> pooled_select_ps(const VideoGeometry& geometry, const TensorView& q,
+                                              const TensorView& k, std::int64_t head, double scale,
+                                              const PooledOptions& options,
+                                              std::span<const double> ps, int threads,
+                                              ThreadingContext* context) {
+  PooledOptions o = options;
+  o.density.reset();
+  for (const double p : ps) {
+    o.p = p;
+    check_pooled_options(o);
+  }
+  check_inputs(geometry, q, k, head, scale);
+  if (options.order == PooledOrder::kAuto) {
+    fail("order: pooled_select_ps needs kFrame or kToken, got kAuto");
+  }
+  ThreadingContext& ctx = context != nullptr ? *context : *default_threading_context();
+  const Ranking ranking =
+      rank_in(ctx, threads, geometry, q, k, head, scale, o,
+              options.order == PooledOrder::kToken ? RowOrder::token_major(geometry) : RowOrder());
+  std::vector<PooledSelection> selections;
+  for (const double p : ps) selections.push_back(cut(ranking, o, p));
+  return selections;
 }
 
 Mask pooled_mask(const PooledSelection& selection) {

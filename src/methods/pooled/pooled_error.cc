@@ -47,14 +47,12 @@ std::vector<PooledSelection> pooled_ladder_selections(const VideoGeometry& geome
                                                       const PooledOptions& options, int threads,
                                                       ThreadingContext* context) {
   PooledOptions o = options;
-  o.density.reset();
   std::vector<PooledSelection> rungs;
   for (const PooledOrder order : allowed_orders(geometry, options)) {
     o.order = order;
-    for (const double p : pooled_p_ladder()) {
-      o.p = p;
-      rungs.push_back(pooled_select(geometry, q, k, head, scale, o, threads, context));
-    }
+    std::vector<PooledSelection> ladder =
+        pooled_select_ps(geometry, q, k, head, scale, o, pooled_p_ladder(), threads, context);
+    for (PooledSelection& rung : ladder) rungs.push_back(std::move(rung));
   }
   return rungs;
 }
