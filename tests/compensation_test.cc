@@ -331,11 +331,12 @@ TEST_P(CompensationPerTarget, Bf16OnBothProductPathsMatchesTheDefinition) {
   }
 }
 
-// The pooled means are the float64 sums of each tile's keys in run order
-// (rows through `sources`, the filter applied), divided and rounded once:
-// every target's vector sums give those bits exactly, in every dtype and
-// layout, with head dimensions that fill no vector evenly.
-TEST_P(CompensationPerTarget, PooledMeansAreTheFloat64SumsInRunOrder) {
+// The pooled means are each tile's keys in run order (rows through
+// `sources`, the filter applied) summed eight at a time in float32, those
+// sums added in float64, divided and rounded once: every target's vector
+// sums give those bits exactly, in every dtype and layout, with head
+// dimensions that fill no vector evenly.
+TEST_P(CompensationPerTarget, PooledMeansAreGroupedSumsInRunOrder) {
   constexpr std::int64_t kHeads = 3, kLen = 301, kBlock = 64;
   const compensation::KeyFilter filter{.limit = 290, .first = 5, .count = 7, .stride = 11};
   std::vector<std::int64_t> sources(kLen);
@@ -350,14 +351,25 @@ TEST_P(CompensationPerTarget, PooledMeansAreTheFloat64SumsInRunOrder) {
       compensation::pool_tiles(context, 2, k.view(), v.view(), kBlock, filter, pooled, sources);
       for (std::int64_t h = 0; h < kHeads; ++h) {
         for (const std::int32_t t : pooled.keep) {
-          std::vector<double> key_sum(d, 0.0), value_sum(d + 8, 0.0);
-          double n = 0.0;
+          std::vector<std::int64_t> keys;
           for (std::int64_t j = t * kBlock; j < std::min(kLen, (t + 1) * kBlock); ++j) {
-            if (filter.excluded(j)) continue;
-            n += 1.0;
-            for (std::int64_t x = 0; x < d; ++x) key_sum[x] += k.get(h, sources[j], x);
-            for (std::int64_t x = 0; x < d + 8; ++x) value_sum[x] += v.get(h, sources[j], x);
+            if (!filter.excluded(j)) keys.push_back(sources[j]);
           }
+          const double n = static_cast<double>(keys.size());
+          const auto grouped = [&](const HostTensor& x, std::int64_t c) {
+            double sum = 0.0;
+            for (std::size_t g = 0; g < keys.size(); g += 8) {
+              float part = x.get(h, keys[g], c);
+              for (std::size_t i = g + 1; i < std::min(keys.size(), g + 8); ++i) {
+                part += x.get(h, keys[i], c);
+              }
+              sum += static_cast<double>(part);
+            }
+            return sum;
+          };
+          std::vector<double> key_sum(d), value_sum(d + 8);
+          for (std::int64_t x = 0; x < d; ++x) key_sum[x] = grouped(k, x);
+          for (std::int64_t x = 0; x < d + 8; ++x) value_sum[x] = grouped(v, x);
           const float* key = pooled.keys.data() + (h * pooled.tiles + t) * d;
           const float* value = pooled.values.data() + (h * pooled.tiles + t) * (d + 8);
           for (std::int64_t x = 0; x < d; ++x) {

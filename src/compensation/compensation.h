@@ -55,8 +55,9 @@ struct PooledTiles {
 };
 
 // Means of k and v ([heads, kv_len, d | dv], any dtype and strides) over the
-// keys of each block_kv tile that `filter` keeps; sums in double, per tile in
-// key order. The tiles are of run-order keys: key j is row sources[j] of k and
+// keys of each block_kv tile that `filter` keeps; per tile in key order,
+// eight keys at a time in f32 and those partial sums in double
+// (TargetOps::sum_rows). The tiles are of run-order keys: key j is row sources[j] of k and
 // v (empty sources: row j), so a router can pool a permuted run's tiles
 // without permuting K and V.
 void pool_tiles(ThreadingContext& context, int threads, const TensorView& k, const TensorView& v,

@@ -11,8 +11,10 @@
 namespace tilesplash::compensation {
 namespace {
 
-// Rows handed to TargetOps::sum_rows at once.
+// Rows handed to TargetOps::sum_rows at once: whole groups of its f32 sums,
+// so a tile's keys are grouped from its first whatever its size.
 constexpr std::int64_t kRowChunk = 128;
+static_assert(kRowChunk % kernel::kSumGroup == 0);
 
 // Sizes `pooled` for k and v and finds its kept tiles; returns each tile's
 // pooled key count.

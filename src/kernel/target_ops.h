@@ -51,8 +51,14 @@ using RowsAxpyFn = void (*)(const float* w, std::int64_t w_stride, const float* 
 using WidenRowsFn = void (*)(const TensorView& t, std::int64_t head, std::int64_t row0,
                              std::int64_t rows, float* dst);
 
-// sum[c] += t[head][rows[i]][c] (widened, summed in double, rows in order)
-// for i < n and c < t.dim: the pooled tiles' key and value sums.
+// Rows SumRowsFn adds in f32 before each add into its double sums: widening
+// every element to double held that loop to a third of the f32 rate (one
+// conversion per half vector), and 8 keys cost the f32 part at most 3 bits.
+inline constexpr std::int64_t kSumGroup = 8;
+
+// sum[c] += t[head][rows[i]][c] for i < n and c < t.dim: the rows in
+// groups of kSumGroup from the first, each group summed in f32 in order,
+// then added in double; the pooled tiles' key and value sums.
 using SumRowsFn = void (*)(const TensorView& t, std::int64_t head, const std::int64_t* rows,
                            std::int64_t n, double* sum);
 

@@ -37,16 +37,51 @@ inline void widen_rows(const TensorView& t, std::int64_t head, std::int64_t row0
   for (std::int64_t i = 0; i < rows; ++i) widen_row_f32(t, head, row0 + i, dst + i * t.dim);
 }
 
-// sum[c] += t[head][rows[i]][c], widened to f32 and added in double, for
-// i < n and c < t.dim (TargetOps::sum_rows: the pooled tiles of
-// compensation/pooled_tiles.cc). Each channel takes its rows in the order
-// given, so every target gives the same bits; only the lanes are the target's.
+// part[c] (+)= t[head][row][c] in f32: `first` stores instead of adding.
+inline void add_row_f32(const TensorView& t, std::int64_t head, std::int64_t row, bool first,
+                        float* part) {
+  const std::int64_t offset = head * t.head_stride + row * t.row_stride;
+  const std::int64_t n = t.dim;
+  if (first) {
+    widen_row_f32(t, head, row, part);
+    return;
+  }
+  switch (t.dtype) {
+    case DType::kF32: {
+      const float* src = static_cast<const float*>(t.data) + offset;
+      for (std::int64_t i = 0; i < n; ++i) part[i] += src[i];
+      break;
+    }
+    case DType::kBF16: {
+      const std::uint16_t* src = static_cast<const std::uint16_t*>(t.data) + offset;
+      for (std::int64_t i = 0; i < n; ++i) {
+        const std::uint32_t wide = static_cast<std::uint32_t>(src[i]) << 16;
+        float x;
+        __builtin_memcpy(&x, &wide, 4);
+        part[i] += x;
+      }
+      break;
+    }
+    case DType::kF16: {
+      const std::uint16_t* src = static_cast<const std::uint16_t*>(t.data) + offset;
+      for (std::int64_t i = 0; i < n; ++i) part[i] += f16_to_float(src[i]);
+      break;
+    }
+  }
+}
+
+// sum[c] += t[head][rows[i]][c] for i < n and c < t.dim
+// (TargetOps::sum_rows: the pooled tiles of compensation/pooled_tiles.cc):
+// the rows in groups of kSumGroup (target_ops.h) from the first, each group summed in f32
+// in order and then added to sum in double. Every channel takes the same
+// adds in the same order on every target, so the bits do not depend on it.
 inline void sum_rows(const TensorView& t, std::int64_t head, const std::int64_t* rows,
                      std::int64_t n, double* sum) {
-  float row[kMaxHeadDim];
-  for (std::int64_t i = 0; i < n; ++i) {
-    widen_row_f32(t, head, rows[i], row);
-    for (std::int64_t c = 0; c < t.dim; ++c) sum[c] += static_cast<double>(row[c]);
+  float part[kMaxHeadDim];
+  for (std::int64_t i0 = 0; i0 < n; i0 += kSumGroup) {
+    const std::int64_t i1 = i0 + kSumGroup < n ? i0 + kSumGroup : n;
+    for (std::int64_t i = i0; i < i1; ++i) add_row_f32(t, head, rows[i], i == i0, part);
+    for (std::int64_t c = 0; c < t.dim; ++c) sum[c] += static_cast<double>(part[c]);
   }
 }
 
