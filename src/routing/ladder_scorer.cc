@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "kernel/isa_dispatch.h"
+#include "routing/ladder_tracks.h"
 
 namespace tilesplash::detail {
 namespace {
@@ -24,45 +25,18 @@ inline float to_f32(std::uint16_t bits) {  // bf16: the high half of an f32
   return x;
 }
 
-// Keys per block of the walk: every track (a sampled row's ladder) visits a
-// block in turn, so the block's K and V rows are converted to f32 and read
-// from memory once for all the head's sampled rows, and stay in L1 (32 keys of
-// d = dv = 128: 32 KiB) while they do.
-constexpr std::int64_t kKeyBlock = 32;
 // The sampled rows are padded to a multiple of every target's lanes.
 constexpr std::int64_t kRowPad = 16;
-
-// One sampled row's walk over one chain: the keys [begin, end) of its hull,
-// each with its ring (level[i] < rings) or none (level[i] >= rings). A row on
-// which the chain is nested is one track of m rings; otherwise it is m tracks
-// of one ring each (rung `rung` alone).
-struct Track {
-  std::int64_t row = 0;  // index into rows
-  std::int64_t begin = 0, end = 0;
-  std::size_t level = 0;  // offset into Scratch::level
-  std::size_t rings = 0;
-  std::size_t rung = 0;   // rings == 1: the chain's rung it scores
-  std::size_t state = 0;  // offset of its first ring's state
-};
-
-// A chain's tracks for every sampled row: the same for every head (masks and
-// rows are), so built once per call.
-struct ChainTracks {
-  std::vector<Track> tracks;
-  std::vector<std::uint8_t> level;
-  std::size_t states = 0;
-};
 
 struct Scratch {
   std::vector<float> qt;  // [d, rows_padded] in f32
   std::int64_t rows_padded = 0;
-  std::vector<float> max, sum, acc;      // per (track, ring); acc [.., dv]
-  std::vector<float> score;              // a block's kept keys' scores, then weights
-  std::vector<float> weights, alpha;     // the dense rows' weights [rows, keys] and rescales
-  std::vector<float> kb, vb;             // the current key block's K and V rows in f32
-  std::vector<float> block_scores;       // [kKeyBlock, rows_padded]: every sampled row's scores
-  std::vector<std::int32_t> index;       // a block's kept keys, grouped by ring
-  std::vector<std::size_t> start, fill;  // each ring's first entry of index
+  std::vector<float> max, sum, acc;   // per (track, ring); acc [.., dv]
+  std::vector<float> score;           // a block's kept keys' scores, then weights
+  std::vector<float> weights, alpha;  // the dense rows' weights [rows, keys] and rescales
+  std::vector<float> kb, vb;          // the current key block's K and V rows in f32
+  std::vector<float> block_scores;    // [kKeyBlock, rows_padded]: every sampled row's scores
+  std::vector<std::int32_t> index;    // the dense rows' keys of a block
   std::vector<double> out, rung_err;
 };
 
@@ -85,86 +59,22 @@ const T* row_of(const TensorView& t, std::int64_t h, std::int64_t n) {
   return static_cast<const T*>(t.data) + h * t.head_stride + n * t.row_stride;
 }
 
-// The tracks of one chain for every sampled row: hulls, rings, nesting.
-void make_tracks(const Inputs& in, const std::vector<std::size_t>& chain, ChainTracks& s) {
-  const std::size_t m = chain.size();
-  std::vector<std::uint8_t> keep;
-  s.tracks.clear();
-  s.level.clear();
-  std::size_t& states = s.states;
-  states = 0;
-  for (std::int64_t j = 0; j < static_cast<std::int64_t>(in.rows.size()); ++j) {
-    const std::int64_t q = in.rows[static_cast<std::size_t>(j)];
-    IndexRange hull{};
-    for (const std::size_t c : chain) {
-      const IndexRange part = in.masks[c].kv_hull({q, q + 1}, in.k.len);
-      if (part.empty()) continue;
-      hull = hull.empty()
-                 ? part
-                 : IndexRange{std::min(hull.begin, part.begin), std::max(hull.end, part.end)};
-    }
-    const std::size_t n = static_cast<std::size_t>(hull.size());
-    keep.assign(m * n, 0);
-    for (std::size_t i = 0; i < m && n > 0; ++i) {
-      in.masks[chain[i]].eval_row(q, hull.begin, hull.size(), keep.data() + i * n);
-    }
-    // Nested: no key kept by rung i and dropped by rung i + 1. Then a key's
-    // ring is the first rung that keeps it: m minus the rungs that keep it.
-    std::uint8_t dropped = 0;
-    for (std::size_t i = 0; i + 1 < m; ++i) {
-      const std::uint8_t* a = keep.data() + i * n;
-      const std::uint8_t* b = a + n;
-      for (std::size_t k = 0; k < n; ++k) dropped |= (a[k] != 0) & (b[k] == 0);
-    }
-    const std::size_t offset = s.level.size();
-    if (dropped == 0) {
-      s.level.resize(offset + n, static_cast<std::uint8_t>(m));
-      std::uint8_t* level = s.level.data() + offset;
-      for (std::size_t i = 0; i < m; ++i) {
-        const std::uint8_t* a = keep.data() + i * n;
-        for (std::size_t k = 0; k < n; ++k) level[k] -= a[k] != 0;
-      }
-      s.tracks.push_back({j, hull.begin, hull.end, offset, m, 0, states});
-      states += m;
-      continue;
-    }
-    for (std::size_t i = 0; i < m; ++i) {  // each rung on its own: one ring
-      const std::size_t at = s.level.size();
-      s.level.resize(at + n);
-      const std::uint8_t* a = keep.data() + i * n;
-      for (std::size_t k = 0; k < n; ++k) s.level[at + k] = a[k] != 0 ? 0 : 1;
-      s.tracks.push_back({j, hull.begin, hull.end, at, 1, i, states});
-      states += 1;
-    }
-  }
-}
-
-// The keys [k0, k1) of one track into its rings' online-softmax states: the
-// kept keys grouped by ring (each ring's in key order), their scores in one
-// call of the target's loop, then per ring its maximum raised once (its sum and
-// weighted V rescaled, folded into the weighted sum) and the weights.
-void walk_block(const Inputs& in, const ChainTracks& c, std::size_t base, const Track& t,
-                std::int64_t block, std::int64_t k0, std::int64_t k1, Scratch& s) {
+// One track's visit of a block (its kept keys grouped by ring, scheduled
+// once per call) into its rings' online-softmax states: the keys' scores
+// gathered from the block's, then per ring its maximum raised once (its sum
+// and weighted V rescaled, folded into the weighted sum) and the weights.
+void walk_block(const Inputs& in, const ChainTracks& c, std::size_t base, const BlockVisit& visit,
+                Scratch& s) {
   const std::int64_t dv = in.v.dim;
-  const std::uint8_t* level = c.level.data() + t.level + (k0 - t.begin);  // from key k0
-  s.start.assign(t.rings + 1, 0);
-  for (std::int64_t k = k0; k < k1; ++k) {
-    if (level[k - k0] < t.rings) ++s.start[level[k - k0] + 1];
-  }
-  for (std::size_t r = 0; r < t.rings; ++r) s.start[r + 1] += s.start[r];
-  const std::size_t kept = s.start[t.rings];
-  if (kept == 0) return;
-  s.fill.assign(s.start.begin(), s.start.end() - 1);
-  s.index.resize(kept);
-  for (std::int64_t k = k0; k < k1; ++k) {
-    const std::uint8_t ring = level[k - k0];
-    if (ring < t.rings) s.index[s.fill[ring]++] = static_cast<std::int32_t>(k - block);
-  }
+  const Track& t = c.tracks[visit.track];
+  const std::uint32_t* start = c.starts.data() + visit.starts;
+  const std::int32_t* index = c.index.data() + visit.index;
+  const std::size_t kept = start[t.rings];
   s.score.resize(kept);
   const float* row_scores = s.block_scores.data() + t.row;
-  for (std::size_t i = 0; i < kept; ++i) s.score[i] = row_scores[s.index[i] * s.rows_padded];
+  for (std::size_t i = 0; i < kept; ++i) s.score[i] = row_scores[index[i] * s.rows_padded];
   for (std::size_t r = 0; r < t.rings; ++r) {
-    const std::size_t b = s.start[r], e = s.start[r + 1];
+    const std::size_t b = start[r], e = start[r + 1];
     if (b == e) continue;
     const std::size_t at = base + t.state + r;
     const float block_max = *std::max_element(s.score.begin() + b, s.score.begin() + e);
@@ -176,7 +86,7 @@ void walk_block(const Inputs& in, const ChainTracks& c, std::size_t base, const 
     }
     s.sum[at] +=
         in.ops.exp_weights(s.score.data() + b, static_cast<std::int64_t>(e - b), s.max[at]);
-    in.ops.gather_axpy(s.score.data() + b, s.vb.data(), dv, s.index.data() + b,
+    in.ops.gather_axpy(s.score.data() + b, s.vb.data(), dv, index + b,
                        static_cast<std::int64_t>(e - b), alpha,
                        s.acc.data() + at * static_cast<std::size_t>(dv));
   }
@@ -284,21 +194,6 @@ void transpose_rows(const Inputs& in, std::int64_t h, Scratch& s) {
   }
 }
 
-// Whether some track of some chain keeps a key of [k0, k1).
-bool any_kept(std::span<const ChainTracks> walks, std::int64_t k0, std::int64_t k1) {
-  for (const ChainTracks& c : walks) {
-    for (const Track& t : c.tracks) {
-      const std::int64_t lo = std::max(k0, t.begin), hi = std::min(k1, t.end);
-      if (lo >= hi) continue;
-      const std::uint8_t* level = c.level.data() + t.level + (lo - t.begin);
-      if (std::any_of(level, level + (hi - lo), [&](std::uint8_t x) { return x < t.rings; })) {
-        return true;
-      }
-    }
-  }
-  return false;
-}
-
 // The dense states from `base` as the head's reference rows, into dense.out.
 void write_dense_rows(const Inputs& in, std::int64_t h, std::size_t base, const Scratch& s) {
   const std::int64_t dv = in.v.dim;
@@ -330,20 +225,19 @@ void score_head(const Inputs& in, std::int64_t h, std::span<const std::vector<st
   s.max.assign(states, kNegInf);
   s.sum.assign(states, 0.0f);
   s.acc.assign(states * static_cast<std::size_t>(dv), 0.0f);
-  std::int64_t first = dense ? in.dense.keys.begin : std::numeric_limits<std::int64_t>::max();
-  std::int64_t last = dense ? in.dense.keys.end : 0;
-  for (const ChainTracks& c : walks) {
-    for (const Track& t : c.tracks) {
-      if (t.begin >= t.end) continue;
-      first = std::min(first, t.begin);
-      last = std::max(last, t.end);
-    }
-  }
-  for (std::int64_t k0 = first; k0 < last; k0 += kKeyBlock) {
-    const std::int64_t k1 = std::min(k0 + kKeyBlock, last);
+  const IndexRange range = walk_range(walks, dense ? in.dense.keys : IndexRange{});
+  for (std::int64_t k0 = range.begin, b = 0; k0 < range.end; k0 += kKeyBlock, ++b) {
+    const std::int64_t k1 = std::min(k0 + kKeyBlock, range.end);
     const IndexRange dense_part{std::max(k0, in.dense.keys.begin), std::min(k1, in.dense.keys.end)};
     const bool dense_block = dense && !dense_part.empty();
-    if (!dense_block && !any_kept(walks, k0, k1)) continue;
+    const auto visits = [&](const ChainTracks& c) {
+      return std::span(c.visits).subspan(c.block_visits[b],
+                                         c.block_visits[b + 1] - c.block_visits[b]);
+    };
+    if (!dense_block &&
+        std::ranges::all_of(walks, [&](const ChainTracks& c) { return visits(c).empty(); })) {
+      continue;
+    }
     // The block's K and V rows in f32, converted once for all rows and
     // chains; every row against the whole block at once (the rows in the
     // vector lanes), rather than one row against its kept keys at a time (a
@@ -357,10 +251,7 @@ void score_head(const Inputs& in, std::int64_t h, std::span<const std::vector<st
     in.ops.key_scores(s.qt.data(), s.rows_padded, d, s.kb.data(), n, in.scale,
                       s.block_scores.data());
     for (std::size_t c = 0; c < walks.size(); ++c) {
-      for (const Track& t : walks[c].tracks) {
-        const std::int64_t lo = std::max(k0, t.begin), hi = std::min(k1, t.end);
-        if (lo < hi) walk_block(in, walks[c], base[c], t, k0, lo, hi, s);
-      }
+      for (const BlockVisit& visit : visits(walks[c])) walk_block(in, walks[c], base[c], visit, s);
     }
     if (dense_block) dense_block_rows(in, dense_base, r, k0, dense_part, s);
   }
@@ -436,7 +327,15 @@ void score_ladders(ThreadingContext& context, int threads, const TensorView& q, 
   // Every chain's tracks (hulls, rings, nesting per sampled row): one item per chain.
   std::vector<ChainTracks> tracks(chains.size());
   context.run(threads, n_chains, [&](std::int64_t c, int) {
-    make_tracks(in, chains[static_cast<std::size_t>(c)], tracks[static_cast<std::size_t>(c)]);
+    make_tracks(masks, rows, k.len, chains[static_cast<std::size_t>(c)],
+                tracks[static_cast<std::size_t>(c)]);
+  });
+  // Which keys of each block every track keeps, by ring: the same for every
+  // head, so scheduled once here rather than per head in the walk.
+  const bool walks_dense = dense.out != nullptr && !dense.keys.empty();
+  const IndexRange range = walk_range(tracks, walks_dense ? dense.keys : IndexRange{});
+  context.run(threads, n_chains, [&](std::int64_t c, int) {
+    schedule_blocks(tracks[static_cast<std::size_t>(c)], range);
   });
   std::vector<Scratch> scratch(static_cast<std::size_t>(context.resolve(threads)));
   context.run(threads, heads, [&](std::int64_t h, int worker) {
