@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,36 @@ LayerRun forward(VideoAttention& attention, const VideoWorkload& w) {
   run.report = attention.forward(
       {w.q(), w.k(), w.v(), MutableTensorView::contiguous(run.out.data(), DType::kF32, 3, n, 16)});
   return run;
+}
+
+// MethodOptions::order reaches the heads' PooledOptions, belongs to the
+// pooled heads only, and its names parse both ways.
+TEST(PooledFrontDoor, TheOrderOptionReachesTheHeadsAndIsNamedWhenWrong) {
+  EXPECT_EQ(method_attention_options("pooled", kGeometry, {0.3}).pooled->order, PooledOrder::kAuto);
+  for (const PooledOrder order : {PooledOrder::kAuto, PooledOrder::kFrame, PooledOrder::kToken}) {
+    const VideoAttentionOptions o =
+        method_attention_options("pooled", kGeometry, {.density = 0.3, .order = order});
+    ASSERT_TRUE(o.pooled.has_value());
+    EXPECT_EQ(o.pooled->order, order);
+    EXPECT_EQ(parse_pooled_order(pooled_order_name(order)), order);
+  }
+  const VideoAttentionOptions mix = method_attention_options(
+      "mix", kGeometry,
+      {.density = 0.3, .order = PooledOrder::kToken, .families = {"spatial", "pooled"}});
+  EXPECT_EQ(mix.pooled->order, PooledOrder::kToken);
+  try {
+    method_attention_options("svg", kGeometry, {.density = 0.3, .order = PooledOrder::kToken});
+    ADD_FAILURE() << "svg took an order";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("order: applies to heads that rank"), std::string::npos)
+        << e.what();
+  }
+  try {
+    parse_pooled_order("rows");
+    ADD_FAILURE() << "parsed 'rows'";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "order: expected auto, frame or token, got 'rows'");
+  }
 }
 
 TEST(PooledFrontDoor, IsARegisteredDataDrivenMethod) {

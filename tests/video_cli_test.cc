@@ -125,6 +125,12 @@ TEST(VideoCli, RouteTakesPooledFlagsAndMixFamilies) {
     EXPECT_EQ(head.at("choice").get<std::string>(), "pooled");
     EXPECT_EQ(head.at("family").get<std::string>(), "pooled");
   }
+  for (const auto& [order, ran] : {std::pair{"frame", "original"}, {"token", "token-major"}}) {
+    r = run(geometry + "--heads 2 --json --method pooled --order " + order);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    json = nlohmann::json::parse(r.out);
+    for (const auto& head : json.at("heads")) EXPECT_EQ(head.at("order").get<std::string>(), ran);
+  }
   r = run(geometry + "--heads 2 --json --method mix --families spatial,temporal,pooled");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   json = nlohmann::json::parse(r.out);
@@ -132,8 +138,10 @@ TEST(VideoCli, RouteTakesPooledFlagsAndMixFamilies) {
     EXPECT_TRUE(head.at("routed").get<bool>());
     EXPECT_EQ(head.at("mse").size(), 2u);  // the shared candidates: spatial, temporal
   }
-  const std::array<std::pair<const char*, const char*>, 4> bad = {{
+  const std::array<std::pair<const char*, const char*>, 6> bad = {{
       {"--method pooled --p 1.5", "--p: expected a number in (0, 1]"},
+      {"--method pooled --order rows", "--order: rows not in {auto,frame,token}"},
+      {"--method svg --order token", "order: applies to heads that rank their own pooled"},
       {"--method pooled --gate -2", "--gate: expected a number in [-1, 1]"},
       {"--method radial --floor 2", "floor: applies to heads that rank their own pooled"},
       {"--method mix --families spatial,svg2", "families[1]: expected"},

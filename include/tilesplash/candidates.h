@@ -97,6 +97,9 @@ MaskCandidate video_candidate(VideoMaskKind kind, const VideoGeometry& geometry,
 // over 256 x 256 tiles (exact, O(tiles) for analytic masks).
 MaskCandidate plain_candidate(std::string name, const Mask& mask, std::int64_t tokens);
 
+// The row order pooled heads cut their tiles in (pooled.h: PooledOrder).
+enum class PooledOrder;
+
 // What method_candidates() builds each list from.
 struct MethodOptions {
   double density = 0.25;  // target density of every candidate, in (0, 1]
@@ -114,6 +117,9 @@ struct MethodOptions {
   std::optional<double> p = std::nullopt;
   std::optional<std::int64_t> floor = std::nullopt;
   std::optional<double> gate = std::nullopt;
+  // order: the row order those heads cut their tiles in (unset: kAuto, each
+  // head's cheaper one).
+  std::optional<PooledOrder> order = std::nullopt;
   // Methods that route among other methods' masks ("mix"): the registered
   // methods it routes among, each a mask family with candidates or a method
   // whose heads rank their own pooled tiles; empty: every mask family.

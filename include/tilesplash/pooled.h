@@ -41,6 +41,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "tilesplash/candidates.h"
@@ -52,7 +53,8 @@
 
 namespace tilesplash {
 
-// The row order a pooled selection's tiles are cut in.
+// The row order a pooled selection's tiles are cut in (declared in
+// candidates.h, whose MethodOptions::order names it).
 enum class PooledOrder {
   // Both orders; with a density (equal densities) the one that keeps more
   // pooled mass, else (equal p) the one of lower density; frame-major on a
@@ -63,6 +65,11 @@ enum class PooledOrder {
   kFrame,  // frame-major: the original order
   kToken,  // token-major (RowOrder::token_major)
 };
+
+// "auto", "frame" or "token" (the CLI's --order, Python's order=); throws
+// std::invalid_argument naming `order` otherwise.
+PooledOrder parse_pooled_order(std::string_view name);
+const char* pooled_order_name(PooledOrder order);
 
 struct PooledOptions {
   // Cumulative pooled mass kept per query tile, in (0, 1]. SpargeAttn's

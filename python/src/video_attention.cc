@@ -28,6 +28,7 @@
 #include "bindings.h"
 #include "threading_context.h"
 #include "tilesplash/clusters.h"
+#include "tilesplash/pooled.h"
 #include "tilesplash/routing_layout.h"
 
 namespace tilesplash::python {
@@ -159,6 +160,7 @@ nb::object pooled_options_dict(const VideoAttentionOptions& o) {
   result["p"] = pooled.p;
   result["floor"] = pooled.floor;
   result["gate"] = pooled.gate;
+  result["order"] = pooled_order_name(pooled.order);
   result["density"] = pooled.density ? nb::cast(*pooled.density) : nb::none();
   return result;
 }
@@ -274,18 +276,20 @@ void bind_video_attention(nb::module_& m) {
              PyThreadingContext* context, const std::string& precision, std::optional<double> error,
              std::optional<std::vector<double>> densities, const std::string& granularity,
              bool compensate, std::optional<double> p, std::optional<std::int64_t> floor,
-             std::optional<double> gate, std::optional<std::vector<std::string>> families) {
+             std::optional<double> gate, std::optional<std::vector<std::string>> families,
+             std::optional<std::string> order) {
             if (densities && !error) {
               throw std::invalid_argument(
                   "densities: a density ladder applies with error= only (give error too)");
             }
             std::optional<ErrorTarget> target;
             if (error) target = ErrorTarget{*error, densities};
-            VideoAttentionOptions options =
-                method_attention_options(method, geometry,
-                                         {density, sink, text_full, band, p, floor, gate,
-                                          families.value_or(std::vector<std::string>{})},
-                                         target);
+            VideoAttentionOptions options = method_attention_options(
+                method, geometry,
+                {density, sink, text_full, band, p, floor, gate,
+                 order ? std::optional(parse_pooled_order(*order)) : std::nullopt,
+                 families.value_or(std::vector<std::string>{})},
+                target);
             options.density_budget = density_budget;
             options.warmup = {dense_layers, dense_steps};
             options.router = {samples, seed};
@@ -304,7 +308,7 @@ void bind_video_attention(nb::module_& m) {
           "context"_a.none(), "precision"_a = "default", "error"_a.none() = nb::none(),
           "densities"_a.none() = nb::none(), "granularity"_a = "token", "compensate"_a = false,
           "p"_a.none() = nb::none(), "floor"_a.none() = nb::none(), "gate"_a.none() = nb::none(),
-          "families"_a.none() = nb::none())
+          "families"_a.none() = nb::none(), "order"_a.none() = nb::none())
       .def_prop_ro("geometry", &PyVideoAttention::geometry)
       .def_prop_ro("band", &PyVideoAttention::band)
       .def_prop_ro("method", &PyVideoAttention::method)

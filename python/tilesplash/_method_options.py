@@ -1,7 +1,7 @@
-"""The options of a method beyond its density: pooled's p, floor and gate, the
+"""The options of a method beyond its density: pooled's p, floor, gate and order, the
 families a mix routes among, and an error target with its ladder. Checked here for
-type and range, in the library's wording; which method takes p, floor, gate and
-families is the library's rule (method_attention_options), applied when the options
+type and range, in the library's wording; which method takes p, floor, gate, order
+and families is the library's rule (method_attention_options), applied when the options
 meet a geometry."""
 
 from __future__ import annotations
@@ -18,19 +18,26 @@ class MethodOptions:
     """p: each query tile's key tiles kept to this cumulative pooled mass instead of
     meeting density, in (0, 1]; floor: key tiles kept per query tile at least, >= 0;
     gate: key tiles whose mean cosine to their mean key is below this are always kept,
-    in [-1, 1]; families: the methods a mix routes among (None: every mask family)."""
+    in [-1, 1]; order: the row order pooled heads cut their tiles in, "frame", "token"
+    or "auto" (None: "auto", each head the one that scores better); families: the
+    methods a mix routes among (None: every mask family)."""
 
     p: float | None = None
     floor: int | None = None
     gate: float | None = None
     families: tuple | None = None
+    order: str | None = None
 
     def core_kwargs(self) -> dict:
-        return dict(p=self.p, floor=self.floor, gate=self.gate,
+        return dict(p=self.p, floor=self.floor, gate=self.gate, order=self.order,
                     families=None if self.families is None else list(self.families))
 
 
-def check_method_options(p=None, floor=None, gate=None, families=None) -> MethodOptions:
+ORDERS = ("auto", "frame", "token")
+
+
+def check_method_options(p=None, floor=None, gate=None, families=None,
+                         order=None) -> MethodOptions:
     """The options as the library takes them; TypeError / ValueError naming the argument
     and its expected range otherwise."""
     if p is not None:
@@ -54,7 +61,12 @@ def check_method_options(p=None, floor=None, gate=None, families=None) -> Method
         if not families:
             raise ValueError("families: expected at least one method name, or None for every "
                              "mask family")
-    return MethodOptions(p, floor, gate, families)
+    if order is not None and not isinstance(order, str):
+        raise TypeError(f"order: expected one of {', '.join(ORDERS)} or None, got "
+                        f"{type(order).__name__}")
+    if order is not None and order not in ORDERS:
+        raise ValueError(f"order: expected one of {', '.join(ORDERS)} or None, got {order!r}")
+    return MethodOptions(p, floor, gate, families, order)
 
 
 def check_error_target(error, densities, method=None):

@@ -102,6 +102,9 @@ class VideoAttention(GroupForward):
     its families (None: the library's defaults, p 0.98 (only without density's
     target: p given, it replaces density), floor 1, gate 0.6; docs/masks.md). p in
     (0, 1] (not with `error`, whose ladder is p), floor an int >= 0, gate in [-1, 1].
+    order: the row order pooled heads cut their tiles in: "frame" (frame-major),
+    "token" (token-major: a temporal head's keys sit near the diagonal) or "auto" /
+    None (each head the order whose selection scores better on the sampled rows).
     families: for "mix", the methods it routes among (None: "spatial", "temporal",
     "radial" and "sta"); naming "pooled" scores each routed head on its own pooled
     selection too (at `density` or `p`; with `error`, every rung of p) and runs it
@@ -157,7 +160,7 @@ class VideoAttention(GroupForward):
                  context=None, group=None, timeout=None, backend="auto",
                  precision="default", error=None, densities=None,
                  granularity="token", compensate=False, p=None, floor=None, gate=None,
-                 families=None):
+                 families=None, order=None):
         arguments = dict(locals())  # with a group, all but the PER_RANK ones must agree
         if not isinstance(geometry, _core.VideoGeometry):
             raise TypeError(f"geometry: expected a tilesplash.VideoGeometry, got "
@@ -170,7 +173,7 @@ class VideoAttention(GroupForward):
             density_budget = check_float(density_budget, "density_budget",
                                          "a float in (0, 1] or None")
         error, densities = check_error_target(error, densities, method)
-        method_options = check_method_options(p, floor, gate, families)
+        method_options = check_method_options(p, floor, gate, families, order)
         arguments["families"] = method_options.families
         # Ranks compare what the library made of these: a list and a NumPy array of the
         # same densities agree.

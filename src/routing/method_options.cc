@@ -89,10 +89,11 @@ VideoAttentionOptions method_attention_options(std::string_view method,
   // The heads' own pooled tiles, beside or instead of candidates.
   std::optional<PooledOptions> pooled;
   if (entry.pooled != nullptr) pooled = entry.pooled(geometry, options);
-  if (!pooled && (options.p || options.floor || options.gate)) {
+  if (!pooled && (options.p || options.floor || options.gate || options.order)) {
     throw std::invalid_argument(std::string(options.p       ? "p"
                                             : options.floor ? "floor"
-                                                            : "gate") +
+                                            : options.gate  ? "gate"
+                                                            : "order") +
                                 ": applies to heads that rank their own pooled key tiles (method " +
                                 pooled_methods() + "), got method '" + std::string(method) + "'");
   }

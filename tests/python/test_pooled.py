@@ -64,7 +64,8 @@ def test_the_flex_backend_refuses_it_by_name():
 
 def test_p_floor_and_gate_reach_the_heads():
     layer = VideoAttention(GEOMETRY, method="pooled", p=0.9, floor=3, gate=0.2)
-    assert layer.pooled_options == {"p": 0.9, "floor": 3, "gate": 0.2, "density": None}
+    assert layer.pooled_options == {"p": 0.9, "floor": 3, "gate": 0.2, "order": "auto",
+                                    "density": None}
     # Without p the density chooses p; the library's floor and gate stay.
     default = VideoAttention(GEOMETRY, method="pooled", density=0.3).pooled_options
     assert default["density"] == 0.3 and default["floor"] == 1 and default["gate"] == 0.6
@@ -82,7 +83,24 @@ def test_p_floor_and_gate_reach_the_heads():
     assert VideoAttention(GEOMETRY, method="pooled", p=1.0, gate=-1.0).pooled_options["p"] == 1.0
 
 
+@pytest.mark.parametrize("order, ran", [("frame", "original"), ("token", "token-major")])
+def test_order_fixes_every_heads_row_order(order, ran):
+    layer = VideoAttention(GEOMETRY, method="pooled", order=order)
+    assert layer.pooled_options["order"] == order
+    n = GEOMETRY.tokens
+    q, k, v = random_qkv(np.random.default_rng(3), 1, 2, n, n, 16, 16)
+    out, lse, report = layer(q, k, v, layout="bhnd", return_lse=True)
+    assert [head["order"] for head in report["heads"]] == [ran, ran]
+    for head in report["heads"]:  # each head exact under the mask it ran, mapped back
+        keep = mask_matrix(layer.head_mask(head["head"]), n, n)
+        h = head["head"]
+        check_against_reference(out[:, h:h + 1], lse[:, h:h + 1], q[:, h:h + 1], k[:, h:h + 1],
+                                v[:, h:h + 1], keep, "f32")
+
+
 @pytest.mark.parametrize("kwargs, error, match", [
+    (dict(order="rows"), ValueError, r"order: expected one of auto, frame, token or None, got 'rows'"),
+    (dict(order=1), TypeError, r"order: expected one of auto, frame, token or None, got int"),
     (dict(p=1.5), ValueError, r"p: expected a cumulative mass in \(0, 1\], got 1.5"),
     (dict(p=0.0), ValueError, r"p: expected a cumulative mass in \(0, 1\]"),
     (dict(p="0.9"), TypeError, r"p: expected a cumulative mass"),
@@ -101,6 +119,7 @@ def test_pooled_options_are_refused_by_name(kwargs, error, match):
 @pytest.mark.parametrize("method, kwargs, match", [
     ("radial", dict(p=0.9), r"p: applies to heads that rank their own pooled key tiles"),
     ("mix", dict(gate=0.5), r"gate: applies to heads .*'mix' with it among its families"),
+    ("svg", dict(order="token"), r"order: applies to heads that rank their own pooled key tiles"),
     ("svg", dict(families=("spatial", "pooled")), r"families: applies to method 'mix' only"),
     ("mix", dict(families=("svg2",)), r"families\[0\]: expected 'spatial', .* or 'pooled', got"),
     ("mix", dict(families=("spatial", "spatial")), r"families: 'spatial' is named twice"),

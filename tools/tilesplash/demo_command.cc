@@ -51,7 +51,7 @@ struct DemoOptions {
   bool json = false;
   bool quiet = false;
   bool compensate = false;
-  MethodFlags method_flags;         // --p, --floor, --gate, --families
+  MethodFlags method_flags;         // --p, --floor, --gate, --order, --families
   ErrorTargetOptions error_target;  // --error, --densities, --bands
 };
 

@@ -1,7 +1,8 @@
-// --p, --floor, --gate and --families (method_flags.h).
+// --p, --floor, --gate, --order and --families (method_flags.h).
 #include "method_flags.h"
 
 #include "options.h"
+#include "tilesplash/pooled.h"
 
 namespace tilesplash::cli {
 
@@ -9,6 +10,9 @@ void MethodFlags::apply(MethodOptions& options) const {
   if (p_option != nullptr && p_option->count() > 0) options.p = p;
   if (floor_option != nullptr && floor_option->count() > 0) options.floor = floor;
   if (gate_option != nullptr && gate_option->count() > 0) options.gate = gate;
+  if (order_option != nullptr && order_option->count() > 0) {
+    options.order = parse_pooled_order(order);
+  }
   options.families = families;
 }
 
@@ -32,6 +36,13 @@ void add_method_flags(CLI::App& app, MethodFlags& flags, const std::string& pref
                                          "this are always kept, in [-1, 1]")
                           ->type_name("G")
                           ->transform(number_in(-1.0, 1.0));
+  flags.order_option =
+      app.add_option("--order", flags.order,
+                     pooled +
+                         "the row order each head cuts its tiles in: frame (frame-major), token "
+                         "(token-major) or auto (each head the one that scores better; default)")
+          ->type_name("ORDER")
+          ->check(CLI::IsMember({"auto", "frame", "token"}));
   app.add_option("--families", flags.families,
                  prefix +
                      "mix: the methods it routes among, comma-separated (default: every mask "

@@ -61,7 +61,7 @@ struct RouteOptions {
   bool json = false;
   std::string granularity = "token";
   bool compensate = false;
-  MethodFlags method_flags;         // --p, --floor, --gate, --families
+  MethodFlags method_flags;         // --p, --floor, --gate, --order, --families
   ErrorTargetOptions error_target;  // --error, --densities, --bands, --png
 };
 

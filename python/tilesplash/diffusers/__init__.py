@@ -167,6 +167,7 @@ def enable(
     floor: int | None = None,
     gate: float | None = None,
     families=None,
+    order: str | None = None,
 ) -> TilesplashHandle:
     """Run the self-attention of `target`'s video transformer(s) through tilesplash; returns a handle.
 
@@ -233,6 +234,8 @@ def enable(
         method when the first call reveals the geometry.
     families: with "mix", the methods it routes among (None: every mask family);
         "pooled" among them scores each head's own pooled selection too (native backend).
+    order: the row order pooled heads cut their tiles in, "frame", "token" or "auto"
+        (None: "auto", each head the order that scores better; tilesplash.VideoAttention).
     """
     targets, scheduler = _targets(target)
     with prefixed(_WHO):  # the library's checks and wording, "tilesplash.diffusers.enable: " first
@@ -272,7 +275,7 @@ def enable(
             granularity=granularity,
             compensate=(BACKENDS[runs].check_compensate(compensate) if runs in BACKENDS
                         else check_bool(compensate, "compensate")),
-            method_options=check_method_options(p, floor, gate, families),
+            method_options=check_method_options(p, floor, gate, families, order),
         )
     for _, model, spec in targets:
         check_processors(model, spec, _WHO)

@@ -52,7 +52,8 @@ class Settings:
     densities: tuple | None = None  # its ladder; None: the library's default
     granularity: str = "token"  # "tile": masks rounded out to whole kernel tiles
     compensate: bool = False  # skipped tiles approximated (VideoAttention(compensate=))
-    # pooled's p, floor, gate and a mix's families (VideoAttention's; _method_options.py)
+    # pooled's p, floor, gate, order and a mix's families (VideoAttention's;
+    # _method_options.py)
     method_options: MethodOptions = MethodOptions()
 
     def video_attention_kwargs(self, model_sink: bool) -> dict:
@@ -63,6 +64,7 @@ class Settings:
                     error=self.error, granularity=self.granularity, compensate=self.compensate,
                     p=self.method_options.p, floor=self.method_options.floor,
                     gate=self.method_options.gate, families=self.method_options.families,
+                    order=self.method_options.order,
                     densities=None if self.densities is None else list(self.densities))
 
 

@@ -155,6 +155,25 @@ std::size_t ranked_kept(const RowRanking& row, double p, std::int64_t floor) {
 
 }  // namespace
 
+PooledOrder parse_pooled_order(std::string_view name) {
+  if (name == "auto") return PooledOrder::kAuto;
+  if (name == "frame") return PooledOrder::kFrame;
+  if (name == "token") return PooledOrder::kToken;
+  fail("order: expected auto, frame or token, got '" + std::string(name) + "'");
+}
+
+const char* pooled_order_name(PooledOrder order) {
+  switch (order) {
+    case PooledOrder::kFrame:
+      return "frame";
+    case PooledOrder::kToken:
+      return "token";
+    case PooledOrder::kAuto:
+      break;
+  }
+  return "auto";
+}
+
 void check_pooled_options(const PooledOptions& o) {
   if (!(o.p > 0.0 && o.p <= 1.0))
     fail("p: expected a cumulative mass in (0, 1], got " + std::to_string(o.p));

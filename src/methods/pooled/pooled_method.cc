@@ -28,6 +28,7 @@ PooledOptions pooled_options_of(const MethodOptions& options) {
   }
   if (options.floor) result.floor = *options.floor;
   if (options.gate) result.gate = *options.gate;
+  if (options.order) result.order = *options.order;
   result.sink = options.sink;
   result.text_full = options.text_full;
   check_pooled_options(result);  // names p, floor or gate
