@@ -162,3 +162,14 @@ def test_bad_methods(model, options, error, match):
     with pytest.raises(error, match=match):
         tsd.enable(model, **options)
     assert all(type(block.attn1.processor).__name__ == "WanAttnProcessor" for block in model.blocks)
+
+
+@pytest.mark.parametrize("order, ran", [("frame", "original"), ("token", "token-major")])
+def test_pooled_heads_cut_their_tiles_in_the_order_asked(model, large, enabled, order, ran):
+    inputs, _ = large
+    handle = enabled(method="pooled", density=0.3, dense_layers=1, sink=False, order=order)
+    assert torch.isfinite(run_wan(model, *inputs)).all()
+    orders = {head["order"] for record in handle.report()[1:] for head in record["heads"]}
+    assert orders == {ran}
+    with pytest.raises(ValueError, match=r"enable: order: expected one of auto, frame, token"):
+        tsd.enable(model, method="pooled", order="rows")
