@@ -11,8 +11,10 @@
 // The walk goes over keys in blocks of 32, each block visited by every
 // sampled row of the head and every chain in turn (online softmax per ring),
 // so K and V are read from memory, converted and scored once per head, not
-// once per row or chain. Scores and weights are computed in f32 (Q.K^T in
-// fixed-order partial sums, weights by expf), rings merged and errors summed
+// once per row or chain; which keys of a block each row's rings keep is the
+// same for every head, so it is scheduled once per call
+// (routing/ladder_tracks.h). Scores and weights are computed in f32 (Q.K^T in
+// fixed-order partial sums, weights by the vector exp2), rings merged and errors summed
 // in double. Every head is one work item writing its own slots, summed in a
 // fixed order afterwards, so
 // results do not depend on the thread count. Compared with the kernel's

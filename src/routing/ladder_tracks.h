@@ -3,6 +3,9 @@
 // and, for every 32-key block of the walk, the kept keys of each track grouped
 // by ring. Masks and rows are the same for every head, so all of this is
 // built once per call and only the scores, weights and sums run per head.
+// Memory: one byte per (track, hull key) for the rings and one int32 per
+// (track, kept key) for the schedule, e.g. 64 rows x 2 chains x 0.4 of 75,600
+// keys, about 16 MB, at 720p; nothing per head.
 #pragma once
 
 #include <cstddef>
