@@ -60,10 +60,11 @@ std::vector<PooledSelection> pooled_ladder_selections(const VideoGeometry& geome
 namespace {
 
 // Row q's attention over the keys keep(j) says, into out (dv doubles), from
-// its scores (one per key, -inf where padded).
+// its scores (one per key, -inf where padded) and values ([keys][dv]).
 template <typename Keep>
-void attend(const std::vector<double>& scores, const std::vector<std::vector<double>>& values,
-            Keep keep, std::vector<double>& out) {
+void attend(const std::vector<double>& scores, const std::vector<double>& values, Keep keep,
+            std::vector<double>& out) {
+  const std::size_t dv = out.size();
   double top = -INFINITY;
   for (std::size_t j = 0; j < scores.size(); ++j) {
     if (keep(j)) top = std::max(top, scores[j]);
@@ -75,9 +76,21 @@ void attend(const std::vector<double>& scores, const std::vector<std::vector<dou
     if (!keep(j) || scores[j] == -INFINITY) continue;
     const double w = std::exp(scores[j] - top);
     sum += w;
-    for (std::size_t c = 0; c < out.size(); ++c) out[c] += w * values[j][c];
+    const double* value = values.data() + j * dv;
+    for (std::size_t c = 0; c < dv; ++c) out[c] += w * value[c];
   }
   for (double& x : out) x /= sum;
+}
+
+// Which key tiles (of the selection's run order) row r's query tile keeps,
+// one flag per tile, so that a key's test is one lookup.
+void kept_tiles(const PooledSelection& sel, std::int64_t r, std::vector<std::uint8_t>& kept) {
+  const std::int64_t a = sel.order.position(r) / sel.blocks.block_q;
+  kept.assign(static_cast<std::size_t>(sel.kv_tiles), 0);
+  for (std::int64_t i = sel.row_offsets[static_cast<std::size_t>(a)];
+       i < sel.row_offsets[static_cast<std::size_t>(a) + 1]; ++i) {
+    kept[static_cast<std::size_t>(sel.kept[static_cast<std::size_t>(i)])] = 1;
+  }
 }
 
 }  // namespace
@@ -89,12 +102,14 @@ std::vector<double> pooled_sampled_errors(const TensorView& q, const TensorView&
                                           std::int64_t key_limit) {
   const std::int64_t n = k.len, limit = key_limit < 0 ? n : std::min(key_limit, n);
   const auto dv = static_cast<std::size_t>(v.dim);
-  std::vector<std::vector<double>> values(static_cast<std::size_t>(n), std::vector<double>(dv));
+  std::vector<double> values(static_cast<std::size_t>(n) * dv);
   std::vector<float> row(static_cast<std::size_t>(std::max(q.dim, v.dim)));
   for (std::int64_t j = 0; j < n; ++j) {
     compensation::load_row(v, head, j, row.data());
-    std::copy(row.begin(), row.begin() + v.dim, values[static_cast<std::size_t>(j)].begin());
+    std::copy(row.begin(), row.begin() + v.dim,
+              values.begin() + static_cast<std::ptrdiff_t>(j * v.dim));
   }
+  std::vector<std::uint8_t> kept;
   std::vector<double> diff(selections.size(), 0.0), scores(static_cast<std::size_t>(n));
   std::vector<double> reference(dv), out(dv), keyrow(static_cast<std::size_t>(k.dim));
   double power = 0.0;
@@ -113,13 +128,10 @@ std::vector<double> pooled_sampled_errors(const TensorView& q, const TensorView&
     for (std::size_t s = 0; s < selections.size(); ++s) {
       const PooledSelection& sel = selections[s];
       // Tiles are over run positions: the row's and each key's, in the selection's order.
-      const std::int64_t a = sel.order.position(r) / sel.blocks.block_q;
-      const auto first = sel.kept.begin() + sel.row_offsets[static_cast<std::size_t>(a)];
-      const auto last = sel.kept.begin() + sel.row_offsets[static_cast<std::size_t>(a) + 1];
+      kept_tiles(sel, r, kept);
       const auto keep = [&](std::size_t j) {
         const std::int64_t key = sel.order.position(static_cast<std::int64_t>(j));
-        return std::binary_search(first, last,
-                                  static_cast<std::int32_t>(key / sel.blocks.block_kv));
+        return kept[static_cast<std::size_t>(key / sel.blocks.block_kv)] != 0;
       };
       attend(scores, values, keep, out);
       for (std::size_t c = 0; c < dv; ++c)
