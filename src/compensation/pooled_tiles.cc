@@ -44,7 +44,7 @@ std::vector<std::int64_t> prepare(const TensorView& k, const TensorView& v, std:
   return counts;
 }
 
-// Tile h's means from its double sums.
+// The means of tile t of head h from its double sums.
 void store_means(PooledTiles& pooled, std::int64_t h, std::int64_t t, std::int64_t count,
                  const double* key_sum, const double* value_sum) {
   const double inv = 1.0 / static_cast<double>(count);
