@@ -46,6 +46,7 @@ TargetOps target_ops_with(FmaLoop bf16_peak) {
   if constexpr (!std::is_void_v<DotPath>) {
     ops.bf16_dot_name = DotPath::kName;
     ops.pooled_merge_dot = &pooled_merge_dot<DotPath>;
+    ops.walk_dot = walk_dot_ops<DotPath>();
   }
   if constexpr (std::is_void_v<Int8Sums>) {
     ops.int8_dot_name = int8_dot_name();

@@ -18,6 +18,7 @@ using Traits = KernelTraits</*lanes=*/16, /*col_vecs=*/4, /*rows=*/6, /*register
 #include "kernel/kernel-inl.h"
 #include "kernel/bf16_dot_path-inl.h"
 #include "kernel/pooled_merge_dot-inl.h"
+#include "kernel/ladder_walk_dot-inl.h"
 // clang-format on
 
 namespace {

@@ -30,41 +30,44 @@ inline void gather_dot(const float* __restrict q, const float* __restrict keys, 
   }
 }
 
+// Column vectors gather_axpy accumulates per pass over the keys: every one a
+// register of its own, with room for the broadcast weight and the loads: a
+// quarter of the registers. On AVX-512 a head dim of 128 is one pass, so each key's
+// weight and index are read once (two passes of four vectors ran at a third
+// of the FMA rate).
+constexpr int kAxpyVecs = Traits::kRegisters / 4;
+
+// Columns [c, c + V * kLanes) of gather_axpy, on V accumulators.
+template <int V>
+inline void gather_axpy_columns(const float* __restrict p, const float* __restrict values,
+                                std::int64_t dv, const std::int32_t* __restrict index,
+                                std::int64_t n, float alpha, float* __restrict acc) {
+  const VF a_scale = splat(alpha);
+  VF a[V];
+#pragma GCC unroll 16
+  for (int j = 0; j < V; ++j) a[j] = load(acc + j * kLanes) * a_scale;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float* v = values + static_cast<std::int64_t>(index[i]) * dv;
+    const VF w = splat(p[i]);
+#pragma GCC unroll 16
+    for (int j = 0; j < V; ++j) a[j] += w * load(v + j * kLanes);
+  }
+#pragma GCC unroll 16
+  for (int j = 0; j < V; ++j) store(acc + j * kLanes, a[j]);
+}
+
 // acc[c] = acc[c] * alpha + sum_i p[i] * values[index[i]][c] for c < dv, keys
-// in the order given (rows of dv floats).
+// in the order given (rows of dv floats). Each column's sum is in key order
+// however the columns are split into passes.
 inline void gather_axpy(const float* __restrict p, const float* __restrict values, std::int64_t dv,
                         const std::int32_t* __restrict index, std::int64_t n, float alpha,
                         float* __restrict acc) {
   const std::int64_t full = dv / kLanes * kLanes;
   std::int64_t c = 0;
-  // Four column vectors per pass: four independent accumulators, so a key's
-  // multiply-adds do not wait on the previous key's (one accumulator waited
-  // the FMA latency per key and vector). Each column's sum is in key order
-  // either way.
-  for (; c + 4 * kLanes <= full; c += 4 * kLanes) {
-    const VF a_scale = splat(alpha);
-    VF a0 = load(acc + c) * a_scale, a1 = load(acc + c + kLanes) * a_scale;
-    VF a2 = load(acc + c + 2 * kLanes) * a_scale, a3 = load(acc + c + 3 * kLanes) * a_scale;
-    for (std::int64_t i = 0; i < n; ++i) {
-      const float* v = values + static_cast<std::int64_t>(index[i]) * dv + c;
-      const VF w = splat(p[i]);
-      a0 += w * load(v);
-      a1 += w * load(v + kLanes);
-      a2 += w * load(v + 2 * kLanes);
-      a3 += w * load(v + 3 * kLanes);
-    }
-    store(acc + c, a0);
-    store(acc + c + kLanes, a1);
-    store(acc + c + 2 * kLanes, a2);
-    store(acc + c + 3 * kLanes, a3);
+  for (; c + kAxpyVecs * kLanes <= full; c += kAxpyVecs * kLanes) {
+    gather_axpy_columns<kAxpyVecs>(p, values + c, dv, index, n, alpha, acc + c);
   }
-  for (; c < full; c += kLanes) {
-    VF a = load(acc + c) * splat(alpha);
-    for (std::int64_t i = 0; i < n; ++i) {
-      a += splat(p[i]) * load(values + static_cast<std::int64_t>(index[i]) * dv + c);
-    }
-    store(acc + c, a);
-  }
+  for (; c < full; c += kLanes) gather_axpy_columns<1>(p, values + c, dv, index, n, alpha, acc + c);
   for (std::int64_t c = full; c < dv; ++c) {
     float a = acc[c] * alpha;
     for (std::int64_t i = 0; i < n; ++i) {
@@ -127,6 +130,11 @@ inline void key_scores(const float* qt, std::int64_t rows_padded, std::int64_t d
     key_scores_tile<1>(qt, rows_padded, d, keys + j * d, scale, scores + j * rows_padded);
   }
 }
+
+// WalkDotOps, defined by kernel/ladder_walk_dot-inl.h in the translation
+// units of targets with a bf16 dot product.
+template <typename DotPath>
+WalkDotOps walk_dot_ops();
 
 // ExpWeightsFn: whole vectors on the softmax's exp2 (softmax_rows-inl.h), the
 // last n % kLanes one at a time.

@@ -139,6 +139,42 @@ struct PooledMergeDotArgs {
 };
 using PooledMergeDotFn = void (*)(const PooledMergeDotArgs& args);
 
+// The ladder walk's loops on the bf16 dot product (vdpbf16ps), for bf16
+// inputs where the kernel's product path is the dot product: the scores from
+// K in place, and the weighted sums of V with the weights rounded to bf16 as
+// the kernel rounds its probabilities. Blocks are kWalkDotBlock keys; values
+// are a block's key pairs, [kWalkDotBlock / 2][dvp] (pair (i, c) = channel c
+// of keys 2i, 2i + 1), dvp = dv rounded up to kDotMergePanel, zero past dv.
+inline constexpr std::int64_t kWalkDotBlock = 64;
+struct WalkDotOps {
+  // scores[j * rows_padded + i] = scale * q_i . key_j, as KeyScoresFn: qt holds
+  // pairs of bf16 (channels 2c, 2c + 1 of row i at c * rows_padded + i, d / 2
+  // pairs), key j's d channels start at keys + j * key_stride. bf16 products
+  // are exact in f32, so these are the widened scores up to the order of the
+  // sums (pairs, in order).
+  void (*key_scores)(const std::uint32_t* qt, std::int64_t rows_padded, std::int64_t d,
+                     const std::uint16_t* keys, std::int64_t key_stride, std::int64_t n,
+                     float scale, float* scores) = nullptr;
+  // The block of t (bf16) from key0 as key pairs into `pairs`, keys at or past
+  // `end` as zeros; false if one of the block's elements is NaN or Inf (the
+  // zero weight of a pair's other key would make it NaN: the walk then takes
+  // the f32 loops for the block).
+  bool (*pack_values)(const TensorView& t, std::int64_t head, std::int64_t key0, std::int64_t end,
+                      std::int64_t dvp, std::uint32_t* pairs) = nullptr;
+  // RowsAxpyFn on the packed block: o_r[c] = o_r[c] * alpha[r] + sum_j
+  // bf16(w[r * w_stride + j]) * values(j, c) for j < kWalkDotBlock (w zero past
+  // the block's keys) and c < dvp (o's rows dvp apart or more). `probs`:
+  // scratch of kMaxMergeRows * kWalkDotBlock / 2 pairs.
+  void (*rows_axpy)(const float* w, std::int64_t w_stride, const std::uint32_t* values,
+                    std::int64_t dvp, const float* alpha, std::int64_t rows, float* o,
+                    std::int64_t o_stride, std::uint32_t* probs) = nullptr;
+  // GatherAxpyFn on the packed block: acc[c] = acc[c] * alpha + sum_i
+  // bf16(p[i]) * values(index[i], c) for c < dvp, the keys' pairs in order.
+  void (*gather_axpy)(const float* p, const std::int32_t* index, std::int64_t n,
+                      const std::uint32_t* values, std::int64_t dvp, float alpha,
+                      float* acc) = nullptr;
+};
+
 struct TargetOps {
   ForwardFn forward = nullptr;
   FmaLoop f32_peak;
@@ -163,6 +199,8 @@ struct TargetOps {
   PooledMergeFn pooled_merge = nullptr;
   // Its bf16 dot-product twin: null on targets without a bf16 dot product.
   PooledMergeDotFn pooled_merge_dot = nullptr;
+  // The walk's dot-product loops: null members on targets without one.
+  WalkDotOps walk_dot;
   Int8DotFn int8_dot = nullptr;
   const char* int8_dot_name = "";  // the instructions of the int8 products, for reports
   const char* bf16_dot_name = "";  // those of the bf16 dot product, where bf16_peak.run is set

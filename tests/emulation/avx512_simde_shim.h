@@ -54,10 +54,24 @@ inline __m512bh cvtne2ps_pbh(__m512 a, __m512 b) {
   return r;
 }
 
+// VPMOVZXWD, zero-masked (kernel/tensor_rows-inl.h's bf16 widening).
+inline __m512i maskz_cvtepu16_epi32(__mmask16 k, __m256i a) {
+  std::uint16_t in[16];
+  std::uint32_t out[16];
+  std::memcpy(in, &a, sizeof in);
+  for (int i = 0; i < 16; ++i) out[i] = (k >> i) & 1 ? in[i] : 0u;
+  __m512i r;
+  std::memcpy(&r, out, sizeof r);
+  return r;
+}
+
 }  // namespace tilesplash_emulation
 
 #define _mm512_cvtneps_pbh(a) tilesplash_emulation::cvtneps_pbh(a)
 #define _mm512_cvtne2ps_pbh(a, b) tilesplash_emulation::cvtne2ps_pbh(a, b)
+#define _mm512_maskz_cvtepu16_epi32(k, a) tilesplash_emulation::maskz_cvtepu16_epi32(k, a)
+#define _mm512_maskz_slli_epi32(k, a, imm8) \
+  simde_mm512_maskz_mov_epi32(k, simde_mm512_slli_epi32(a, imm8))
 // SIMDe defines the function but not its native alias (bf16_dot_path-inl.h's
 // transpose uses the masked form: GCC 12 warns about the unmasked one).
 #define _mm512_mask_shuffle_i32x4(src, k, a, b, imm8) \

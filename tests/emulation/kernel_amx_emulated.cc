@@ -19,6 +19,7 @@ using Traits = KernelTraits</*lanes=*/16, /*col_vecs=*/4, /*rows=*/6, /*register
 #include "kernel/bf16_dot_path-inl.h"
 #include "kernel/amx_path-inl.h"
 #include "kernel/pooled_merge_dot-inl.h"
+#include "kernel/ladder_walk_dot-inl.h"
 // clang-format on
 
 namespace {
