@@ -47,7 +47,11 @@ struct KeyFilter {
 
 // The pooled key tiles of one call, every head.
 struct PooledTiles {
-  std::int64_t heads = 0, tiles = 0, d = 0, dv = 0;
+  std::int64_t heads = 0, tiles = 0, d = 0, dv = 0, block_kv = 0;
+  // The rows of k and v each tile pools, in its key order: tile t's are
+  // rows[row_start[t] .. row_start[t + 1]) (filter and sources resolved once,
+  // not per head).
+  std::vector<std::int64_t> rows, row_start;
   std::vector<float> keys;         // [heads][tiles][d]: mean key of each tile
   std::vector<float> values;       // [heads][tiles][dv]: mean value
   std::vector<std::int32_t> keep;  // tiles with at least one pooled key
@@ -63,6 +67,16 @@ struct PooledTiles {
 void pool_tiles(ThreadingContext& context, int threads, const TensorView& k, const TensorView& v,
                 std::int64_t block_kv, const KeyFilter& filter, PooledTiles& pooled,
                 std::span<const std::int64_t> sources = {});
+
+// pool_tiles() in two steps, for a caller that pools head by head (the
+// router, beside its walk over each head's keys): prepare_pooled() sizes
+// `pooled` and finds its tiles and their counts, pool_head() then pools every
+// tile of head h on the calling thread (heads in any order, one thread per
+// head at a time). The same bits as pool_tiles().
+void prepare_pooled(const TensorView& k, const TensorView& v, std::int64_t block_kv,
+                    const KeyFilter& filter, PooledTiles& pooled,
+                    std::span<const std::int64_t> sources = {});
+void pool_head(const TensorView& k, const TensorView& v, std::int64_t h, PooledTiles& pooled);
 
 // The skipped pooled tiles of q-block qb of `plan`, ascending, into `skipped`
 // (`visited`: scratch of plan.num_kv_blocks() bytes).

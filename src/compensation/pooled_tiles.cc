@@ -16,10 +16,11 @@ namespace {
 constexpr std::int64_t kRowChunk = 128;
 static_assert(kRowChunk % kernel::kSumGroup == 0);
 
-// Sizes `pooled` for k and v and finds its kept tiles; returns each tile's
-// pooled key count.
-std::vector<std::int64_t> prepare(const TensorView& k, const TensorView& v, std::int64_t block_kv,
-                                  const KeyFilter& filter, PooledTiles& pooled) {
+}  // namespace
+
+void prepare_pooled(const TensorView& k, const TensorView& v, std::int64_t block_kv,
+                    const KeyFilter& filter, PooledTiles& pooled,
+                    std::span<const std::int64_t> sources) {
   const std::int64_t heads = k.heads, kv_len = k.len;
   const std::int64_t tiles = (kv_len + block_kv - 1) / block_kv;
   pooled.heads = heads;
@@ -29,20 +30,27 @@ std::vector<std::int64_t> prepare(const TensorView& k, const TensorView& v, std:
   pooled.keys.assign(static_cast<std::size_t>(heads * tiles * k.dim), 0.0f);
   pooled.values.assign(static_cast<std::size_t>(heads * tiles * v.dim), 0.0f);
   pooled.keep.clear();
+  pooled.block_kv = block_kv;
   pooled.log_count.assign(static_cast<std::size_t>(tiles), 0.0f);
-  std::vector<std::int64_t> counts(static_cast<std::size_t>(tiles), 0);
+  pooled.rows.clear();
+  pooled.row_start.assign(1, 0);
   for (std::int64_t t = 0; t < tiles; ++t) {
     const std::int64_t end = std::min(kv_len, (t + 1) * block_kv);
     for (std::int64_t key = t * block_kv; key < end; ++key) {
-      counts[static_cast<std::size_t>(t)] += filter.excluded(key) ? 0 : 1;
+      if (!filter.excluded(key)) {
+        pooled.rows.push_back(sources.empty() ? key : sources[static_cast<std::size_t>(key)]);
+      }
     }
-    const std::int64_t n = counts[static_cast<std::size_t>(t)];
+    pooled.row_start.push_back(static_cast<std::int64_t>(pooled.rows.size()));
+    const std::int64_t n = pooled.row_start[static_cast<std::size_t>(t) + 1] -
+                           pooled.row_start[static_cast<std::size_t>(t)];
     if (n == 0) continue;
     pooled.keep.push_back(static_cast<std::int32_t>(t));
     pooled.log_count[static_cast<std::size_t>(t)] = std::log(static_cast<float>(n));
   }
-  return counts;
 }
+
+namespace {
 
 // The means of tile t of head h from its double sums.
 void store_means(PooledTiles& pooled, std::int64_t h, std::int64_t t, std::int64_t count,
@@ -56,6 +64,23 @@ void store_means(PooledTiles& pooled, std::int64_t h, std::int64_t t, std::int64
   }
 }
 
+// Tile t of head h: its keys summed in order on the target's vector lanes
+// (the channels; the order per channel is fixed), then its means.
+void pool_tile(const kernel::TargetOps& ops, const TensorView& k, const TensorView& v,
+               std::int64_t h, std::int64_t t, PooledTiles& pooled) {
+  double key_sum[kernel_limits::kMaxHeadDim] = {};
+  double value_sum[kernel_limits::kMaxHeadDim] = {};
+  const std::int64_t begin = pooled.row_start[static_cast<std::size_t>(t)];
+  const std::int64_t end = pooled.row_start[static_cast<std::size_t>(t) + 1];
+  for (std::int64_t i = begin; i < end; i += kRowChunk) {
+    const std::int64_t* rows = pooled.rows.data() + i;
+    const std::int64_t n = std::min(kRowChunk, end - i);
+    ops.sum_rows(k, h, rows, n, key_sum);
+    ops.sum_rows(v, h, rows, n, value_sum);
+  }
+  store_means(pooled, h, t, end - begin, key_sum, value_sum);
+}
+
 }  // namespace
 
 bool KeyFilter::excluded(std::int64_t key) const {
@@ -64,35 +89,20 @@ bool KeyFilter::excluded(std::int64_t key) const {
   return (key - first) / stride < count;
 }
 
+void pool_head(const TensorView& k, const TensorView& v, std::int64_t h, PooledTiles& pooled) {
+  const kernel::TargetOps& ops = kernel::active_target();
+  for (const std::int32_t t : pooled.keep) pool_tile(ops, k, v, h, t, pooled);
+}
+
 void pool_tiles(ThreadingContext& context, int threads, const TensorView& k, const TensorView& v,
                 std::int64_t block_kv, const KeyFilter& filter, PooledTiles& pooled,
                 std::span<const std::int64_t> sources) {
-  const std::int64_t heads = k.heads, kv_len = k.len;
-  const std::vector<std::int64_t> counts = prepare(k, v, block_kv, filter, pooled);
+  prepare_pooled(k, v, block_kv, filter, pooled, sources);
   const std::int64_t kept = static_cast<std::int64_t>(pooled.keep.size());
-  // One item per (head, kept tile), each summing its keys in order on the
-  // target's vector lanes (the channels; the order per channel is fixed).
+  // One item per (head, kept tile).
   const kernel::TargetOps& ops = kernel::active_target();
-  context.run(threads, heads * kept, [&](std::int64_t item, int) {
-    const std::int64_t h = item / kept;
-    const std::int64_t t = pooled.keep[static_cast<std::size_t>(item % kept)];
-    double key_sum[kernel_limits::kMaxHeadDim] = {};
-    double value_sum[kernel_limits::kMaxHeadDim] = {};
-    std::int64_t rows[kRowChunk];
-    std::int64_t n = 0;
-    const auto flush = [&] {
-      ops.sum_rows(k, h, rows, n, key_sum);
-      ops.sum_rows(v, h, rows, n, value_sum);
-      n = 0;
-    };
-    for (std::int64_t key = t * block_kv, end = std::min(kv_len, (t + 1) * block_kv); key < end;
-         ++key) {
-      if (filter.excluded(key)) continue;
-      rows[n++] = sources.empty() ? key : sources[static_cast<std::size_t>(key)];
-      if (n == kRowChunk) flush();
-    }
-    flush();
-    store_means(pooled, h, t, counts[static_cast<std::size_t>(t)], key_sum, value_sum);
+  context.run(threads, k.heads * kept, [&](std::int64_t item, int) {
+    pool_tile(ops, k, v, item / kept, pooled.keep[static_cast<std::size_t>(item % kept)], pooled);
   });
 }
 
