@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernel/isa_dispatch.h"
 #include "routing/router.h"
 #include "support/targets.h"
 #include "tilesplash/backend.h"
@@ -85,6 +86,20 @@ Case make_case(std::int64_t d = 32) {
   c.rows = detail::sample_video_rows(kGeometry, 24, 7, 0, 0);
   return c;
 }
+
+// The case's q, k and v rounded to bf16, and views of them.
+struct Bf16Inputs {
+  std::vector<std::uint16_t> q, k, v;
+  std::int64_t heads, n, d;
+  explicit Bf16Inputs(const Case& c) : heads(c.heads), n(c.n), d(c.d) {
+    for (const auto& [from, to] : {std::pair{&c.q, &q}, std::pair{&c.k, &k}, std::pair{&c.v, &v}}) {
+      for (const float x : *from) to->push_back(float_to_bf16(x));
+    }
+  }
+  TensorView view(const std::vector<std::uint16_t>& data) const {
+    return TensorView::contiguous(data.data(), DType::kBF16, heads, n, d);
+  }
+};
 
 std::vector<std::vector<double>> score(const Case& c, std::vector<Mask> masks,
                                        const Mask& reference, bool incremental, int threads) {
@@ -186,6 +201,74 @@ TEST_P(LadderScorerPerTarget, MatchesStackedScoringAndFloat64Reference) {
   }
 }
 
+// bf16 inputs at head dims the dot product takes (whole 64-channel panels):
+// on a target with a bf16 dot product the walk's scores and sums run on it
+// (kernel::WalkDotOps), the weights rounded to bf16 as the kernel rounds its
+// probabilities; elsewhere widened to f32. Either way every rung's error and
+// the reference rows' power match float64 on the same bf16 values, to the
+// weights' rounding: 2e-3 of the error plus 2e-3 of the rows' RMS (measured:
+// 5e-4 on the dot product; each weight put on its pair's other key: 1.3).
+TEST_P(LadderScorerPerTarget, Bf16OnTheTargetsProductPathMatchesFloat64) {
+  for (const std::int64_t d : {64, 128}) {
+    SCOPED_TRACE("d " + std::to_string(d));
+    Case c = make_case(d);
+    for (std::vector<float>* t : {&c.q, &c.k, &c.v}) {
+      for (float& x : *t) x = bf16_to_float(float_to_bf16(x));
+    }
+    Bf16Inputs b(c);
+    auto context = std::make_shared<ThreadingContext>(2);
+    const auto backend = make_backend("cpu", context);
+    const std::vector<Mask> masks = masks_of(c);
+    detail::LadderScoring ladder{context.get(), detail::ladder_chains(c.candidates)};
+    AttentionOptions options;
+    options.check_finite = false;
+    options.product_path = kernel::active_target().walk_dot.key_scores != nullptr
+                               ? ProductPath::kDot
+                               : ProductPath::kWiden;
+    detail::Router router;
+    std::vector<double> power;
+    const auto walked = router.score(*backend, b.view(b.q), b.view(b.k), b.view(b.v), Mask::dense(),
+                                     masks, c.rows, 64, options, nullptr, &power, &ladder);
+    const auto exact = reference_mse(c, masks, Mask::dense());
+    for (std::int64_t h = 0; h < c.heads; ++h) {
+      const double rms = std::sqrt(power[static_cast<std::size_t>(h)]);
+      for (std::size_t i = 0; i < masks.size(); ++i) {
+        const double ew = std::sqrt(walked[h][i]), ee = std::sqrt(exact[h][i]);
+        EXPECT_NEAR(ew, ee, 2e-3 * ee + 2e-3 * rms) << "head " << h << " candidate " << i;
+      }
+    }
+  }
+}
+
+// A value of V that is Inf: the block holding it takes the f32 loops, so a
+// rung that does not keep that key, but keeps the other key of its pair,
+// gets no 0 x Inf = NaN. The errors are those of the widened walk: Inf where
+// the reference row is, never NaN where that one is not.
+TEST_P(LadderScorerPerTarget, ANonFiniteValueTakesTheF32LoopsForItsBlock) {
+  Case c = make_case(64);
+  Bf16Inputs b(c);
+  b.v[static_cast<std::size_t>(101 * c.d + 5)] = 0x7f80;  // head 0, key 101: +Inf
+  auto context = std::make_shared<ThreadingContext>(2);
+  const auto backend = make_backend("cpu", context);
+  const std::vector<Mask> masks = masks_of(c);
+  detail::LadderScoring ladder{context.get(), detail::ladder_chains(c.candidates)};
+  std::vector<std::vector<double>> mse[2];
+  for (const bool dot : {false, true}) {
+    AttentionOptions options;
+    options.check_finite = false;
+    const bool has_dot = kernel::active_target().walk_dot.key_scores != nullptr;
+    options.product_path = dot && has_dot ? ProductPath::kDot : ProductPath::kWiden;
+    detail::Router router;
+    mse[dot] = router.score(*backend, b.view(b.q), b.view(b.k), b.view(b.v), Mask::dense(), masks,
+                            c.rows, 64, options, nullptr, nullptr, &ladder);
+  }
+  for (std::size_t i = 0; i < masks.size(); ++i) {
+    EXPECT_EQ(std::isnan(mse[1][0][i]), std::isnan(mse[0][0][i])) << "candidate " << i;
+    EXPECT_EQ(std::isinf(mse[1][0][i]), std::isinf(mse[0][0][i])) << "candidate " << i;
+    EXPECT_TRUE(std::isfinite(mse[1][1][i])) << "head 1, candidate " << i;
+  }
+}
+
 TILESPLASH_INSTANTIATE_FOR_TARGETS(LadderScorerPerTarget);
 
 TEST(LadderScorer, KeyPaddingAndRungsThatAreNotNested) {
@@ -207,16 +290,10 @@ TEST(LadderScorer, KeyPaddingAndRungsThatAreNotNested) {
 // its weights before P.V, so the two agree to about 1e-2 of the error here.
 TEST(LadderScorer, Bf16InputsAgreeWithTheStackedScoring) {
   const Case c = make_case();
-  std::vector<std::uint16_t> q, k, v;
-  for (const auto& [from, to] : {std::pair{&c.q, &q}, std::pair{&c.k, &k}, std::pair{&c.v, &v}}) {
-    for (const float x : *from) to->push_back(float_to_bf16(x));
-  }
-  const auto view = [&](const std::vector<std::uint16_t>& data) {
-    return TensorView::contiguous(data.data(), DType::kBF16, c.heads, c.n, c.d);
-  };
+  Bf16Inputs b(c);
   AttentionOptions options;
   options.check_finite = false;
-  ASSERT_TRUE(detail::ladder_scoring_applies(view(q), view(k), view(v), options));
+  ASSERT_TRUE(detail::ladder_scoring_applies(b.view(b.q), b.view(b.k), b.view(b.v), options));
   auto context = std::make_shared<ThreadingContext>(2);
   const auto backend = make_backend("cpu", context);
   const std::vector<Mask> masks = masks_of(c);
@@ -224,8 +301,9 @@ TEST(LadderScorer, Bf16InputsAgreeWithTheStackedScoring) {
   std::vector<std::vector<double>> mse[2];
   for (int walked = 0; walked < 2; ++walked) {
     detail::Router router;
-    mse[walked] = router.score(*backend, view(q), view(k), view(v), Mask::dense(), masks, c.rows,
-                               64, options, nullptr, nullptr, walked ? &ladder : nullptr);
+    mse[walked] =
+        router.score(*backend, b.view(b.q), b.view(b.k), b.view(b.v), Mask::dense(), masks, c.rows,
+                     64, options, nullptr, nullptr, walked ? &ladder : nullptr);
   }
   for (std::size_t h = 0; h < mse[0].size(); ++h) {
     for (std::size_t i = 0; i < mse[0][h].size(); ++i) {
@@ -234,7 +312,7 @@ TEST(LadderScorer, Bf16InputsAgreeWithTheStackedScoring) {
     }
   }
   options.precision = Precision::kInt8;  // int8 Q.K^T stays on the kernel
-  EXPECT_FALSE(detail::ladder_scoring_applies(view(q), view(k), view(v), options));
+  EXPECT_FALSE(detail::ladder_scoring_applies(b.view(b.q), b.view(b.k), b.view(b.v), options));
 }
 
 // With every candidate on a chain and a reference of one whole key range, the

@@ -16,6 +16,7 @@ namespace tilesplash::detail {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+static_assert(kKeyBlock == kernel::kWalkDotBlock, "the walk's blocks are the dot product's");
 
 inline float to_f32(float x) { return x; }
 inline float to_f32(std::uint16_t bits) {  // bf16: the high half of an f32
@@ -29,12 +30,16 @@ inline float to_f32(std::uint16_t bits) {  // bf16: the high half of an f32
 constexpr std::int64_t kRowPad = 16;
 
 struct Scratch {
-  std::vector<float> qt;  // [d, rows_padded] in f32
+  std::vector<float> qt;                // [d, rows_padded] in f32
+  std::vector<std::uint32_t> qt_pairs;  // [d / 2, rows_padded] pairs of bf16 (the dot product)
   std::int64_t rows_padded = 0;
   std::vector<float> max, sum, acc;   // per (track, ring); acc [.., dv]
   std::vector<float> score;           // a block's kept keys' scores, then weights
   std::vector<float> weights, alpha;  // the dense rows' weights [rows, keys] and rescales
   std::vector<float> kb, vb;          // the current key block's K and V rows in f32
+  std::vector<std::uint32_t> vp;      // or its V as key pairs of bf16 (the dot product)
+  std::vector<std::uint32_t> probs;   // the dot product's weights in bf16 pairs
+  bool pairs = false;                 // the block's V is in vp, not vb
   std::vector<float> block_scores;    // [kKeyBlock, rows_padded]: every sampled row's scores
   std::vector<std::int32_t> index;    // the dense rows' keys of a block
   std::vector<double> out, rung_err;
@@ -50,8 +55,9 @@ struct Inputs {
   float scale;
   const float* reference;
   std::int64_t reference_rows;
-  const CompensationTerms* terms;  // null: no compensation
-  DenseRows dense;                 // out null: the reference rows are given
+  CompensationTerms* terms;  // null: no compensation
+  DenseRows dense;           // out null: the reference rows are given
+  bool dot;                  // bf16 inputs on the dot product (kernel::WalkDotOps)
 };
 
 template <typename T>
@@ -86,27 +92,32 @@ void walk_block(const Inputs& in, const ChainTracks& c, std::size_t base, const 
     }
     s.sum[at] +=
         in.ops.exp_weights(s.score.data() + b, static_cast<std::int64_t>(e - b), s.max[at]);
-    in.ops.gather_axpy(s.score.data() + b, s.vb.data(), dv, index + b,
-                       static_cast<std::int64_t>(e - b), alpha,
-                       s.acc.data() + at * static_cast<std::size_t>(dv));
+    float* acc = s.acc.data() + at * static_cast<std::size_t>(dv);
+    const auto count = static_cast<std::int64_t>(e - b);
+    if (s.pairs) {
+      in.ops.walk_dot.gather_axpy(s.score.data() + b, index + b, count, s.vp.data(), dv, alpha,
+                                  acc);
+    } else {
+      in.ops.gather_axpy(s.score.data() + b, s.vb.data(), dv, index + b, count, alpha, acc);
+    }
   }
 }
 
 // Every key of `part` (within the block from k0) into the dense states of
 // the `rows` sampled rows from `base`: the reference rows, when the walk
-// computes them. The weighted sums of all rows on the register tile.
+// computes them. The weighted sums of all rows on the register tile; on the
+// dot product the weights sit at their keys' places in the block, zero
+// elsewhere.
 void dense_block_rows(const Inputs& in, std::size_t base, std::int64_t rows, std::int64_t k0,
                       IndexRange part, Scratch& s) {
   const std::int64_t n = part.size(), offset = part.begin - k0;
-  s.weights.resize(static_cast<std::size_t>(rows * n));
+  const std::int64_t stride = s.pairs ? kKeyBlock : n;
+  s.weights.assign(static_cast<std::size_t>(rows * stride), 0.0f);
   s.alpha.resize(static_cast<std::size_t>(rows));
-  s.index.resize(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i)
-    s.index[static_cast<std::size_t>(i)] = std::int32_t(offset + i);
   for (std::int64_t j = 0; j < rows; ++j) {
     const std::size_t at = base + static_cast<std::size_t>(j);
     const float* scores = s.block_scores.data() + offset * s.rows_padded + j;
-    float* w = s.weights.data() + j * n;
+    float* w = s.weights.data() + j * stride + (s.pairs ? offset : 0);
     for (std::int64_t i = 0; i < n; ++i) w[i] = scores[i * s.rows_padded];
     const float block_max = *std::max_element(w, w + n);
     float alpha = 1.0f;
@@ -119,8 +130,18 @@ void dense_block_rows(const Inputs& in, std::size_t base, std::int64_t rows, std
     s.alpha[static_cast<std::size_t>(j)] = alpha;
   }
   const std::int64_t dv = in.v.dim;
+  float* acc = s.acc.data() + base * static_cast<std::size_t>(dv);
+  if (s.pairs) {
+    s.probs.resize(static_cast<std::size_t>(kernel::kMaxMergeRows * kKeyBlock / 2));
+    in.ops.walk_dot.rows_axpy(s.weights.data(), kKeyBlock, s.vp.data(), dv, s.alpha.data(), rows,
+                              acc, dv, s.probs.data());
+    return;
+  }
+  s.index.resize(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i)
+    s.index[static_cast<std::size_t>(i)] = std::int32_t(offset + i);
   in.ops.rows_axpy(s.weights.data(), n, s.vb.data(), dv, s.index.data(), n, s.alpha.data(), rows,
-                   s.acc.data() + base * static_cast<std::size_t>(dv), dv);
+                   acc, dv);
 }
 
 // Where a rung's output goes: its compensation term, when there are terms,
@@ -154,11 +175,11 @@ void merge_rings(const Scratch& s, std::size_t base, const Track& t, const float
       m = top;
     }
     double e = 0.0;
+    const double inv = sum > 0.0 ? 1.0 / sum : 0.0;  // no key: an output of 0
     if (term.terms != nullptr) {
       rung.resize(static_cast<std::size_t>(dv));
       for (std::int64_t c = 0; c < dv; ++c) {
-        rung[static_cast<std::size_t>(c)] =
-            sum > 0.0 ? out[static_cast<std::size_t>(c)] / sum : 0.0;
+        rung[static_cast<std::size_t>(c)] = out[static_cast<std::size_t>(c)] * inv;
       }
       double lse = sum > 0.0 ? m + std::log(sum) : -std::numeric_limits<double>::infinity();
       const std::size_t candidate = (*term.chain)[t.rings == 1 ? t.rung : r];
@@ -171,8 +192,7 @@ void merge_rings(const Scratch& s, std::size_t base, const Track& t, const float
       continue;
     }
     for (std::int64_t c = 0; c < dv; ++c) {
-      const double o = sum > 0.0 ? out[static_cast<std::size_t>(c)] / sum : 0.0;  // no key: 0
-      const double diff = o - ref[c];
+      const double diff = out[static_cast<std::size_t>(c)] * inv - ref[c];
       e += diff * diff;
     }
     err[r] += e;
@@ -194,6 +214,39 @@ void transpose_rows(const Inputs& in, std::int64_t h, Scratch& s) {
   }
 }
 
+// The same rows as pairs of bf16 channels into s.qt_pairs, [d / 2][rows_padded]
+// (the dot product's scores, kernel::KeyScoresDotFn): the bits of the rows.
+void transpose_row_pairs(const Inputs& in, std::int64_t h, Scratch& s) {
+  const std::int64_t pairs = in.q.dim / 2, r = static_cast<std::int64_t>(in.rows.size());
+  s.rows_padded = (r + kRowPad - 1) / kRowPad * kRowPad;
+  s.qt_pairs.assign(static_cast<std::size_t>(pairs * s.rows_padded), 0u);
+  for (std::int64_t j = 0; j < r; ++j) {
+    const std::uint16_t* q_row =
+        row_of<std::uint16_t>(in.q, h, in.rows[static_cast<std::size_t>(j)]);
+    for (std::int64_t c = 0; c < pairs; ++c) {
+      std::uint32_t pair;
+      std::memcpy(&pair, q_row + 2 * c, sizeof pair);
+      s.qt_pairs[static_cast<std::size_t>(c * s.rows_padded + j)] = pair;
+    }
+  }
+}
+
+// The block's scores of every sampled row into s.block_scores: on the bf16
+// dot product from K in place, else from K widened to f32 (into s.kb).
+void score_block(const Inputs& in, std::int64_t h, std::int64_t k0, std::int64_t n, Scratch& s) {
+  const std::int64_t d = in.q.dim;
+  s.block_scores.resize(static_cast<std::size_t>(kKeyBlock * s.rows_padded));
+  if (in.dot) {
+    in.ops.walk_dot.key_scores(s.qt_pairs.data(), s.rows_padded, d,
+                               row_of<std::uint16_t>(in.k, h, k0), in.k.row_stride, n, in.scale,
+                               s.block_scores.data());
+    return;
+  }
+  s.kb.resize(static_cast<std::size_t>(kKeyBlock * d));
+  in.ops.widen_rows(in.k, h, k0, n, s.kb.data());
+  in.ops.key_scores(s.qt.data(), s.rows_padded, d, s.kb.data(), n, in.scale, s.block_scores.data());
+}
+
 // The dense states from `base` as the head's reference rows, into dense.out.
 void write_dense_rows(const Inputs& in, std::int64_t h, std::size_t base, const Scratch& s) {
   const std::int64_t dv = in.v.dim;
@@ -212,9 +265,13 @@ template <typename T>
 void score_head(const Inputs& in, std::int64_t h, std::span<const std::vector<std::size_t>> chains,
                 std::span<const ChainTracks> walks, Scratch& s, double* err,
                 std::size_t candidates) {
-  const std::int64_t d = in.q.dim, dv = in.v.dim;
+  const std::int64_t dv = in.v.dim;
   const std::int64_t r = static_cast<std::int64_t>(in.rows.size());
-  transpose_rows<T>(in, h, s);
+  if (in.dot) {
+    transpose_row_pairs(in, h, s);
+  } else {
+    transpose_rows<T>(in, h, s);
+  }
   // Each chain's ring states from its base offset.
   // Then, with dense rows to compute, one state per sampled row from dense_base.
   std::vector<std::size_t> base(walks.size() + 1, 0);
@@ -238,24 +295,26 @@ void score_head(const Inputs& in, std::int64_t h, std::span<const std::vector<st
         std::ranges::all_of(walks, [&](const ChainTracks& c) { return visits(c).empty(); })) {
       continue;
     }
-    // The block's K and V rows in f32, converted once for all rows and
-    // chains; every row against the whole block at once (the rows in the
-    // vector lanes), rather than one row against its kept keys at a time (a
+    // The block's V rows converted once for all rows and chains (key pairs
+    // of bf16 on the dot product, unless one is not finite; else f32); every
+    // row scored against the whole block at once (the rows in the vector
+    // lanes), rather than one row against its kept keys at a time (a
     // matrix-vector loop with a horizontal sum per key).
     const std::int64_t n = k1 - k0;
-    s.kb.resize(static_cast<std::size_t>(kKeyBlock * d));
-    s.vb.resize(static_cast<std::size_t>(kKeyBlock * dv));
-    in.ops.widen_rows(in.k, h, k0, n, s.kb.data());
-    in.ops.widen_rows(in.v, h, k0, n, s.vb.data());
-    s.block_scores.resize(static_cast<std::size_t>(kKeyBlock * s.rows_padded));
-    in.ops.key_scores(s.qt.data(), s.rows_padded, d, s.kb.data(), n, in.scale,
-                      s.block_scores.data());
+    s.vp.resize(static_cast<std::size_t>(kKeyBlock / 2 * dv));
+    s.pairs = in.dot && in.ops.walk_dot.pack_values(in.v, h, k0, k1, dv, s.vp.data());
+    if (!s.pairs) {
+      s.vb.resize(static_cast<std::size_t>(kKeyBlock * dv));
+      in.ops.widen_rows(in.v, h, k0, n, s.vb.data());
+    }
+    score_block(in, h, k0, n, s);
     for (std::size_t c = 0; c < walks.size(); ++c) {
       for (const BlockVisit& visit : visits(walks[c])) walk_block(in, walks[c], base[c], visit, s);
     }
     if (dense_block) dense_block_rows(in, dense_base, r, k0, dense_part, s);
   }
   if (dense) write_dense_rows(in, h, dense_base, s);  // before the chains read them
+  if (in.terms != nullptr) in.terms->fill_head(h);    // its K and V are in cache
   for (std::size_t c = 0; c < walks.size(); ++c) {
     const std::vector<std::size_t>& chain = chains[c];
     for (const Track& t : walks[c].tracks) {
@@ -270,6 +329,17 @@ void score_head(const Inputs& in, std::int64_t h, std::span<const std::vector<st
 }
 
 }  // namespace
+
+struct LadderWorkspace::State {
+  std::vector<ChainTracks> tracks;  // per chain
+  std::vector<Scratch> scratch;     // per worker
+  std::vector<double> err;
+};
+
+LadderWorkspace::LadderWorkspace() : state_(std::make_unique<State>()) {}
+LadderWorkspace::~LadderWorkspace() = default;
+LadderWorkspace::LadderWorkspace(LadderWorkspace&&) noexcept = default;
+LadderWorkspace& LadderWorkspace::operator=(LadderWorkspace&&) noexcept = default;
 
 std::vector<std::vector<std::size_t>> ladder_chains(std::span<const MaskCandidate> candidates) {
   std::map<std::string, std::vector<std::pair<double, std::size_t>>> families;
@@ -306,7 +376,9 @@ void score_ladders(ThreadingContext& context, int threads, const TensorView& q, 
                    std::span<const std::vector<std::size_t>> chains,
                    std::span<const std::int64_t> rows, float scale, const float* reference,
                    std::int64_t reference_rows, std::vector<std::vector<double>>& mse,
-                   const CompensationTerms* terms, DenseRows dense) {
+                   const WalkSetup& setup) {
+  CompensationTerms* terms = setup.terms;
+  const DenseRows dense = setup.dense;
   const std::int64_t heads = q.heads, r = static_cast<std::int64_t>(rows.size());
   const std::int64_t n_chains = static_cast<std::int64_t>(chains.size());
   const std::size_t candidates = masks.size();
@@ -321,11 +393,20 @@ void score_ladders(ThreadingContext& context, int threads, const TensorView& q, 
                   dense.out != nullptr ? dense.out : reference,
                   reference_rows,
                   terms,
-                  dense};
+                  dense,
+                  setup.bf16_dot && q.dtype == DType::kBF16 && k.dtype == DType::kBF16 &&
+                      v.dtype == DType::kBF16 &&
+                      kernel::active_target().walk_dot.key_scores != nullptr && q.dim % 2 == 0 &&
+                      v.dim % kernel::kDotMergePanel == 0};
+  LadderWorkspace own;
+  LadderWorkspace::State& state =
+      setup.workspace != nullptr ? setup.workspace->state() : own.state();
   // Squared errors per (head, row, candidate): every item writes its own slots.
-  std::vector<double> err(static_cast<std::size_t>(heads * r) * candidates, 0.0);
+  std::vector<double>& err = state.err;
+  err.assign(static_cast<std::size_t>(heads * r) * candidates, 0.0);
   // Every chain's tracks (hulls, rings, nesting per sampled row): one item per chain.
-  std::vector<ChainTracks> tracks(chains.size());
+  std::vector<ChainTracks>& tracks = state.tracks;
+  tracks.resize(chains.size());
   context.run(threads, n_chains, [&](std::int64_t c, int) {
     make_tracks(masks, rows, k.len, chains[static_cast<std::size_t>(c)],
                 tracks[static_cast<std::size_t>(c)]);
@@ -337,7 +418,8 @@ void score_ladders(ThreadingContext& context, int threads, const TensorView& q, 
   context.run(threads, n_chains, [&](std::int64_t c, int) {
     schedule_blocks(tracks[static_cast<std::size_t>(c)], range);
   });
-  std::vector<Scratch> scratch(static_cast<std::size_t>(context.resolve(threads)));
+  std::vector<Scratch>& scratch = state.scratch;
+  scratch.resize(static_cast<std::size_t>(context.resolve(threads)));
   context.run(threads, heads, [&](std::int64_t h, int worker) {
     Scratch& s = scratch[static_cast<std::size_t>(worker)];
     double* slots = err.data() + static_cast<std::size_t>(h * r) * candidates;

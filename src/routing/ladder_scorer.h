@@ -8,27 +8,31 @@
 // per rung. A row on which a chain is not nested (checked on every row, key
 // by key) scores each of its rungs on its own: still exact, never wrong.
 //
-// The walk goes over keys in blocks of 32, each block visited by every
+// The walk goes over keys in blocks of 64, each block visited by every
 // sampled row of the head and every chain in turn (online softmax per ring),
 // so K and V are read from memory, converted and scored once per head, not
 // once per row or chain; which keys of a block each row's rings keep is the
 // same for every head, so it is scheduled once per call
 // (routing/ladder_tracks.h). Scores and weights are computed in f32 (Q.K^T in
-// fixed-order partial sums, weights by the vector exp2), rings merged and errors summed
-// in double. Every head is one work item writing its own slots, summed in a
-// fixed order afterwards, so
-// results do not depend on the thread count. Compared with the kernel's
-// stacked scoring (every rung its own section) the errors agree to about
-// 1e-4 of themselves (tests/ladder_scorer_test.cc). The block's keys are
-// widened, scored against every sampled row at once (the rows in the vector
-// lanes), turned into weights and summed by the active SIMD target's loops
+// fixed-order partial sums, weights by the vector exp2), rings merged and
+// errors summed in double. Every head is one work item writing its own slots,
+// summed in a fixed order afterwards, so results do not depend on the thread
+// count. Compared with the kernel's stacked scoring (every rung its own
+// section) the errors agree to about 1e-4 of themselves
+// (tests/ladder_scorer_test.cc). The block's keys are widened, scored
+// against every sampled row at once (the rows in the vector lanes), turned
+// into weights and summed by the active SIMD target's loops
 // (TargetOps::widen_rows, key_scores, exp_weights, gather_axpy, rows_axpy;
-// kernel/ladder_walk-inl.h, compiled per target). Inputs:
-// f32 or bf16 q, k, v (ladder_scoring_applies()).
+// kernel/ladder_walk-inl.h, compiled per target); bf16 inputs whose product
+// path is the bf16 dot product take its loops instead (TargetOps::walk_dot:
+// K read in place, V as the kernel's key pairs, the weights rounded to bf16
+// as the kernel rounds its probabilities). Inputs: f32 or bf16 q, k, v
+// (ladder_scoring_applies()).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -63,18 +67,48 @@ struct DenseRows {
   IndexRange keys{};
 };
 
+// What the walk allocates (each chain's tracks and schedule, each worker's
+// buffers), kept between calls: the router's calls are alike from layer to
+// layer, so the buffers keep their capacity instead of being allocated,
+// touched and returned to the system every call (at 3,072 tokens that cost a
+// tenth of the routing). One call at a time.
+class LadderWorkspace {
+ public:
+  LadderWorkspace();
+  ~LadderWorkspace();
+  LadderWorkspace(LadderWorkspace&&) noexcept;
+  LadderWorkspace& operator=(LadderWorkspace&&) noexcept;
+  struct State;  // ladder_scorer.cc
+  State& state() { return *state_; }
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+// How a walk runs, beyond its inputs: terms (null: none), each rung's
+// compensation term, merged into its output before the error; dense: compute
+// the reference rows instead of taking them (then `reference` is ignored);
+// bf16_dot: bf16 inputs on the target's bf16 dot product, where it has one
+// (the product path the kernel resolved to kDot: the scores exact, the
+// weights rounded to bf16 as the kernel rounds its probabilities);
+// workspace: where the walk keeps its buffers (null: allocated for the call).
+struct WalkSetup {
+  CompensationTerms* terms = nullptr;
+  DenseRows dense{};
+  bool bf16_dot = false;
+  LadderWorkspace* workspace = nullptr;
+};
+
 // For every head h and every candidate c of every chain: the MSE over the
 // sampled rows and all dv channels of c's output against `reference`
 // (f32, [heads, reference_rows, dv], row i of a head being rows[i]) into
 // mse[h][c]; other entries are left alone. masks: every candidate's mask
-// (indexed like mse[h]); scale: the softmax scale; terms (null: none): each
-// rung's compensation term, merged into its output before the error; dense:
-// compute the reference rows instead (then `reference` is ignored).
+// (indexed like mse[h]); scale: the softmax scale.
 void score_ladders(ThreadingContext& context, int threads, const TensorView& q, const TensorView& k,
                    const TensorView& v, std::span<const Mask> masks,
                    std::span<const std::vector<std::size_t>> chains,
                    std::span<const std::int64_t> rows, float scale, const float* reference,
                    std::int64_t reference_rows, std::vector<std::vector<double>>& mse,
-                   const CompensationTerms* terms = nullptr, DenseRows dense = {});
+                   const WalkSetup& setup = {});
 
 }  // namespace tilesplash::detail

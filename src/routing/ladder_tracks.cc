@@ -2,6 +2,7 @@
 #include "routing/ladder_tracks.h"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 
 namespace tilesplash::detail {
@@ -94,7 +95,8 @@ void visit(ChainTracks& c, std::uint32_t t, std::int64_t k0, std::int64_t lo, st
   }
   const std::size_t index = c.index.size();
   c.index.resize(index + kept);
-  std::vector<std::uint32_t> fill(start, start + track.rings);
+  std::array<std::uint32_t, 256> fill;  // rings are counted in a byte (ladder_chains)
+  std::copy(start, start + track.rings, fill.begin());
   for (std::int64_t k = lo; k < hi; ++k) {
     const std::uint8_t ring = level[k - lo];
     if (ring < track.rings) c.index[index + fill[ring]++] = static_cast<std::int32_t>(k - k0);

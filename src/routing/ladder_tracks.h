@@ -1,6 +1,6 @@
 // The ladder walk's tracks and their block schedule (routing/ladder_scorer.cc):
 // for every sampled row and chain, the keys of its hull with each key's ring,
-// and, for every 32-key block of the walk, the kept keys of each track grouped
+// and, for every 64-key block of the walk, the kept keys of each track grouped
 // by ring. Masks and rows are the same for every head, so all of this is
 // built once per call and only the scores, weights and sums run per head.
 // Memory: one byte per (track, hull key) for the rings and one int32 per
@@ -18,10 +18,10 @@
 namespace tilesplash::detail {
 
 // Keys per block of the walk: every track (a sampled row's ladder) visits a
-// block in turn, so the block's K and V rows are converted to f32 and read
-// from memory once for all the head's sampled rows, and stay in L1 (32 keys of
-// d = dv = 128: 32 KiB) while they do.
-inline constexpr std::int64_t kKeyBlock = 32;
+// block in turn, so the block's K and V rows are converted and read from
+// memory once for all the head's sampled rows. 64: the bf16 dot product's V
+// panel (kernel::kWalkDotBlock); 32 ran no faster on the f32 loops.
+inline constexpr std::int64_t kKeyBlock = 64;
 
 // One sampled row's walk over one chain: the keys [begin, end) of its hull,
 // each with its ring (level[i] < rings) or none (level[i] >= rings). A row on

@@ -12,6 +12,7 @@
 #include "masks/mask_util.h"
 #include "routing/ladder_scorer.h"
 #include "routing/sampled_rows_node.h"
+#include "tilesplash/attention.h"
 
 namespace tilesplash::detail {
 namespace {
@@ -87,6 +88,13 @@ IndexRange whole_key_range(const Mask& reference, const std::vector<std::int64_t
   return keys;
 }
 
+// Whether the walk scores bf16 inputs on the bf16 dot product: where the
+// kernel's product path for these options is the dot product.
+bool bf16_dot(const TensorView& q, const AttentionOptions& options) {
+  return q.dtype == DType::kBF16 &&
+         choose_product_path(options.product_path).path == ProductPath::kDot;
+}
+
 }  // namespace
 
 }  // namespace tilesplash::detail
@@ -158,14 +166,15 @@ std::vector<std::vector<double>> Router::score_walked(
     const TensorView& q, const TensorView& k, const TensorView& v,
     const std::vector<Mask>& candidates, const std::vector<std::int64_t>& rows,
     IndexRange dense_keys, const AttentionOptions& options, std::vector<double>* power,
-    const LadderScoring& ladder, const CompensationTerms* terms) {
+    const LadderScoring& ladder, CompensationTerms* terms) {
   const std::int64_t heads = q.heads, r = static_cast<std::int64_t>(rows.size());
   outputs_.resize(static_cast<std::size_t>(heads * r * v.dim));
   std::vector<std::vector<double>> mse(static_cast<std::size_t>(heads),
                                        std::vector<double>(candidates.size(), 0.0));
   const float scale = options.scale ? *options.scale : 1.0f / std::sqrt(static_cast<float>(q.dim));
   score_ladders(*ladder.context, options.threads, q, k, v, candidates, ladder.chains, rows, scale,
-                nullptr, r, mse, terms, {outputs_.data(), dense_keys});
+                nullptr, r, mse,
+                {terms, {outputs_.data(), dense_keys}, bf16_dot(q, options), &walk_});
   if (power != nullptr) *power = row_power(outputs_.data(), heads, r, r, v.dim);
   return mse;
 }
@@ -175,7 +184,7 @@ std::vector<std::vector<double>> Router::score(
     const Mask& reference, const std::vector<Mask>& candidates,
     const std::vector<std::int64_t>& rows, std::int64_t block_kv, const AttentionOptions& options,
     double* plan_seconds, std::vector<double>* power, const LadderScoring* ladder,
-    const CompensationTerms* terms) {
+    CompensationTerms* terms) {
   const bool incremental = ladder != nullptr && ladder->context != nullptr &&
                            !ladder->chains.empty() && ladder_scoring_applies(q, k, v, options);
   // The kernel's sections: the reference, then every candidate of no chain.
@@ -233,6 +242,7 @@ std::vector<std::vector<double>> Router::score(
   std::vector<std::vector<double>> mse(static_cast<std::size_t>(heads),
                                        std::vector<double>(candidates.size(), 0.0));
   if (power != nullptr) *power = row_power(outputs_.data(), heads, block, r, dv);
+  if (terms != nullptr) terms->fill();  // the kernel's sections take every head's
   for (std::int64_t h = 0; h < heads; ++h) {
     const float* dense = outputs_.data() + h * block * dv;
     for (std::int64_t s = 1; s < sections; ++s) {
@@ -245,7 +255,7 @@ std::vector<std::vector<double>> Router::score(
   if (incremental) {
     const float scale = options.scale ? *options.scale : 1.0f / std::sqrt(static_cast<float>(d));
     score_ladders(*ladder->context, options.threads, q, k, v, candidates, ladder->chains, rows,
-                  scale, outputs_.data(), block, mse, terms);
+                  scale, outputs_.data(), block, mse, {terms, {}, bf16_dot(q, options), &walk_});
   }
   return mse;
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "routing/compensation_terms.h"
+#include "routing/ladder_scorer.h"
 #include "tilesplash/attention.h"
 #include "tilesplash/routing.h"
 #include "tilesplash/threading.h"
@@ -57,7 +58,8 @@ class Router {
   // none and the reference keeps one whole key range, the walk computes the
   // reference rows too and there is no kernel call. `terms`, when not
   // null, are merged into every candidate's sampled rows before their error
-  // is taken (compensation: the router scores what will run).
+  // is taken (compensation: the router scores what will run); score() fills
+  // them (CompensationTerms::fill_head), head by head where it walks.
   std::vector<std::vector<double>> score(AttentionBackend& backend, const TensorView& q,
                                          const TensorView& k, const TensorView& v,
                                          const Mask& reference, const std::vector<Mask>& candidates,
@@ -65,7 +67,7 @@ class Router {
                                          std::int64_t block_kv, const AttentionOptions& options,
                                          double* plan_seconds, std::vector<double>* power = nullptr,
                                          const LadderScoring* ladder = nullptr,
-                                         const CompensationTerms* terms = nullptr);
+                                         CompensationTerms* terms = nullptr);
 
  private:
   // score() with every candidate on a chain: the walk's own reference rows
@@ -74,11 +76,12 @@ class Router {
       const TensorView& q, const TensorView& k, const TensorView& v,
       const std::vector<Mask>& candidates, const std::vector<std::int64_t>& rows,
       IndexRange dense_keys, const AttentionOptions& options, std::vector<double>* power,
-      const LadderScoring& ladder, const CompensationTerms* terms);
+      const LadderScoring& ladder, CompensationTerms* terms);
 
   std::vector<unsigned char> queries_;  // [heads, sections * r, d] in q's dtype
   std::vector<float> outputs_;          // [heads, sections * r, dv]
   std::vector<float> lses_;             // [heads, sections * r], with terms only
+  LadderWorkspace walk_;                // the ladder walk's buffers, kept between calls
 };
 
 }  // namespace tilesplash::detail
