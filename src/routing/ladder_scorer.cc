@@ -267,6 +267,9 @@ void score_head(const Inputs& in, std::int64_t h, std::span<const std::vector<st
                 std::size_t candidates) {
   const std::int64_t dv = in.v.dim;
   const std::int64_t r = static_cast<std::int64_t>(in.rows.size());
+  // First the head's compensation terms: pooling streams its K and V, which
+  // the walk then finds in cache.
+  if (in.terms != nullptr) in.terms->fill_head(h);
   if (in.dot) {
     transpose_row_pairs(in, h, s);
   } else {
@@ -314,7 +317,6 @@ void score_head(const Inputs& in, std::int64_t h, std::span<const std::vector<st
     if (dense_block) dense_block_rows(in, dense_base, r, k0, dense_part, s);
   }
   if (dense) write_dense_rows(in, h, dense_base, s);  // before the chains read them
-  if (in.terms != nullptr) in.terms->fill_head(h);    // its K and V are in cache
   for (std::size_t c = 0; c < walks.size(); ++c) {
     const std::vector<std::size_t>& chain = chains[c];
     for (const Track& t : walks[c].tracks) {
