@@ -215,7 +215,7 @@ void transpose_rows(const Inputs& in, std::int64_t h, Scratch& s) {
 }
 
 // The same rows as pairs of bf16 channels into s.qt_pairs, [d / 2][rows_padded]
-// (the dot product's scores, kernel::KeyScoresDotFn): the bits of the rows.
+// (the dot product's scores, kernel::WalkDotOps::key_scores): the bits of the rows.
 void transpose_row_pairs(const Inputs& in, std::int64_t h, Scratch& s) {
   const std::int64_t pairs = in.q.dim / 2, r = static_cast<std::int64_t>(in.rows.size());
   s.rows_padded = (r + kRowPad - 1) / kRowPad * kRowPad;
