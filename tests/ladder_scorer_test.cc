@@ -120,11 +120,15 @@ std::vector<std::vector<double>> reference_mse(const Case& c, const std::vector<
                                                const Mask& reference) {
   std::vector<std::vector<double>> mse(static_cast<std::size_t>(c.heads));
   for (std::int64_t h = 0; h < c.heads; ++h) {
+    std::vector<std::vector<double>> dense_rows;  // the reference's, once per head and row
+    for (const std::int64_t row : c.rows) {
+      dense_rows.push_back(reference_row(c.q, c.k, c.v, c.n, c.d, h, row, reference));
+    }
     for (const Mask& mask : masks) {
       double sum = 0.0;
-      for (const std::int64_t row : c.rows) {
-        const std::vector<double> dense = reference_row(c.q, c.k, c.v, c.n, c.d, h, row, reference);
-        const std::vector<double> part = reference_row(c.q, c.k, c.v, c.n, c.d, h, row, mask);
+      for (std::size_t j = 0; j < c.rows.size(); ++j) {
+        const std::vector<double>& dense = dense_rows[j];
+        const std::vector<double> part = reference_row(c.q, c.k, c.v, c.n, c.d, h, c.rows[j], mask);
         for (std::int64_t i = 0; i < c.d; ++i) {
           sum += (part[i] - dense[i]) * (part[i] - dense[i]);
         }
