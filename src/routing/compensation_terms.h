@@ -5,8 +5,9 @@
 // tile granularity applied), pooled as the head's run pools them, summed into
 // one softmax state: a normalised output and its LSE. The router merges it
 // with each candidate's exact sampled output through the LSEs before taking
-// the error. Cost: rows x candidates x skipped tiles x (d + dv), plus one
-// pooling pass over K and V per distinct key order (spatial and temporal).
+// the error. Cost: rows x (key orders x tiles x d + candidates x skipped
+// tiles x dv), plus one pooling pass over K and V per distinct key order
+// (spatial and temporal).
 //
 // The terms are computed head by head (fill_head), so that the ladder walk
 // pools a head's tiles just before it walks that head: pooling streams the
