@@ -355,6 +355,30 @@ TEST(LadderScorer, TheWalkComputesWholeRangeReferencesAndLeavesOthersToTheKernel
   }
 }
 
+// Rings share their row's running maximum (the dense row's) when the walk
+// computes the reference rows. Here one key scores about 140 for every row
+// (every Q row shares a component along channel 0, and the key is that
+// channel alone, large), the others below 30: every rung without it lies more
+// than 69 below its row's maximum, where its weights would underflow on the
+// row's maximum (its output 0, its error that of 0). The head is walked
+// again with every ring on its own maximum, and the errors stay float64's.
+TEST(LadderScorer, RingsFarBelowTheirRowsMaximumKeepTheirOwn) {
+  Case c = make_case();
+  const std::int64_t kKey = 5 * 80 + 37;  // frame 5 of 12 (80 tokens each): not the sink frame
+  for (std::int64_t h = 0; h < c.heads; ++h) {
+    for (std::int64_t n = 0; n < c.n; ++n)
+      c.q[static_cast<std::size_t>((h * c.n + n) * c.d)] += 4.0f;
+    float* key = c.k.data() + (h * c.n + kKey) * c.d;
+    std::fill(key, key + c.d, 0.0f);
+    key[0] = 200.0f;
+  }
+  const std::vector<Mask> masks = masks_of(c);
+  const auto walked = score(c, masks, Mask::dense(), true, 2);
+  const auto exact = reference_mse(c, masks, Mask::dense());
+  expect_close(walked, exact, "walked vs float64");
+  expect_close(walked, score(c, masks, Mask::dense(), false, 2), "walked vs stacked");
+}
+
 TEST(LadderScorer, BitIdenticalForAnyThreadCount) {
   const Case c = make_case();
   const std::vector<Mask> masks = masks_of(c);

@@ -34,6 +34,7 @@ class WalkDotPerTarget : public test::TargetTest {
     EXPECT_EQ(o.pack_values, nullptr);
     EXPECT_EQ(o.rows_axpy, nullptr);
     EXPECT_EQ(o.gather_axpy, nullptr);
+    EXPECT_EQ(o.masked_axpy, nullptr);
     return true;
   }
 };
@@ -166,10 +167,18 @@ TEST_P(WalkDotPerTarget, RowsWeightedSumsAreTheRoundedWeightsTimesTheValues) {
       const std::vector<float> alpha = random_weights(static_cast<std::size_t>(rows), 6);
       std::vector<float> o = random_weights(static_cast<std::size_t>(rows * o_stride), 7);
       const std::vector<float> before = o;
-      std::vector<std::uint32_t> probs(
-          static_cast<std::size_t>(kernel::kMaxMergeRows * kBlock / 2));
+      std::vector<std::uint32_t> probs(static_cast<std::size_t>(rows * kBlock / 2));
       ops().rows_axpy(w.data(), w_stride, pairs.data(), dv, alpha.data(), rows, o.data(), o_stride,
                       probs.data());
+      for (std::int64_t r = 0; r < rows; ++r) {
+        // Every row's rounded weights stay in probs, as masked_axpy takes them.
+        for (std::int64_t j = 0; j < kBlock; ++j) {
+          const std::uint32_t pair = probs[static_cast<std::size_t>(r * kBlock / 2 + j / 2)];
+          ASSERT_EQ(static_cast<std::uint16_t>(j % 2 ? pair >> 16 : pair & 0xffffu),
+                    float_to_bf16(w[static_cast<std::size_t>(r * w_stride + j)]))
+              << "row " << r << " key " << j;
+        }
+      }
       for (std::int64_t r = 0; r < rows; ++r) {
         for (std::int64_t c = 0; c < o_stride; ++c) {
           const std::size_t at = static_cast<std::size_t>(r * o_stride + c);
@@ -219,6 +228,59 @@ TEST_P(WalkDotPerTarget, GatheredWeightedSumsAreTheRoundedWeightsTimesTheirKeys)
           const double term =
               bf16(float_to_bf16(p[static_cast<std::size_t>(i)])) *
               bf16(values[static_cast<std::size_t>(index[static_cast<std::size_t>(i)] * dv + c)]);
+          exact += term;
+          size += std::abs(term);
+        }
+        EXPECT_NEAR(acc[static_cast<std::size_t>(c)], exact, size * 1e-6 * kBlock)
+            << "channel " << c;
+      }
+    }
+  }
+}
+
+// The weighted sum over the keys of a bit mask, from a row of rounded
+// weights (rows_axpy's probs), and the sum of the same keys' f32 weights:
+// masks of every density, both halves of pairs and lone keys, each 32-key
+// half alone.
+TEST_P(WalkDotPerTarget, MaskedWeightedSumsTakeOnlyTheMasksKeys) {
+  if (absent()) GTEST_SKIP() << GetParam() << " has no bf16 dot product";
+  std::mt19937_64 rng(12);
+  const std::vector<float> w = random_weights(kBlock, 13);
+  std::vector<std::uint32_t> probs(kBlock / 2);
+  for (std::int64_t j = 0; j < kBlock; ++j) {
+    const std::uint32_t bits = float_to_bf16(w[static_cast<std::size_t>(j)]);
+    probs[static_cast<std::size_t>(j / 2)] |= j % 2 ? bits << 16 : bits;
+  }
+  std::vector<std::uint64_t> masks = {0,
+                                      ~std::uint64_t{0},
+                                      0xffffffffu,
+                                      0xffffffff00000000u,
+                                      std::uint64_t{1} << 63,
+                                      0x5555555555555555u,
+                                      0x6u};
+  for (int i = 0; i < 8; ++i) masks.push_back(rng() & rng());  // about a quarter of the keys
+  for (const std::int64_t dv : {64, 128, 192}) {
+    const auto values = random_bf16(static_cast<std::size_t>(kBlock * dv), 14);
+    const auto pairs = pairs_of(values, dv);
+    for (const std::uint64_t keys : masks) {
+      SCOPED_TRACE("dv " + std::to_string(dv) + " keys " + std::to_string(keys));
+      const float alpha = 0.5f;
+      std::vector<float> acc = random_weights(static_cast<std::size_t>(dv), 15);
+      const std::vector<float> before = acc;
+      const float sum =
+          ops().masked_axpy(w.data(), probs.data(), keys, pairs.data(), dv, alpha, acc.data());
+      double exact_sum = 0.0;
+      for (std::int64_t j = 0; j < kBlock; ++j) {
+        if (keys >> j & 1) exact_sum += w[static_cast<std::size_t>(j)];
+      }
+      EXPECT_NEAR(sum, exact_sum, 1e-6 * kBlock);
+      for (std::int64_t c = 0; c < dv; ++c) {
+        double exact = static_cast<double>(before[static_cast<std::size_t>(c)]) * alpha;
+        double size = std::abs(exact);
+        for (std::int64_t j = 0; j < kBlock; ++j) {
+          if (!(keys >> j & 1)) continue;
+          const double term = bf16(float_to_bf16(w[static_cast<std::size_t>(j)])) *
+                              bf16(values[static_cast<std::size_t>(j * dv + c)]);
           exact += term;
           size += std::abs(term);
         }

@@ -73,13 +73,14 @@ inline void walk_rows_axpy_dot(const float* w, std::int64_t w_stride, const std:
   constexpr std::int64_t kPairs = kWalkDotBlock / 2;
   for (std::int64_t r0 = 0; r0 < rows; r0 += kRows) {
     const int group = static_cast<int>(std::min<std::int64_t>(kRows, rows - r0));
+    std::uint32_t* group_probs = probs + r0 * kPairs;  // kept: masked_axpy reuses them
     for (int r = 0; r < group; ++r) {
-      Bf16DotPath::store_probs(w + (r0 + r) * w_stride, kWalkDotBlock, probs + r * kPairs);
+      Bf16DotPath::store_probs(w + (r0 + r) * w_stride, kWalkDotBlock, group_probs + r * kPairs);
     }
     with_rows(group, [&]<int R>() {
       for (std::int64_t c0 = 0; c0 < dvp; c0 += kPanel) {
-        Bf16DotPath::pv<R>(probs, kPairs, kWalkDotBlock, values + c0, dvp, o + r0 * o_stride + c0,
-                           o_stride, alpha + r0);
+        Bf16DotPath::pv<R>(group_probs, kPairs, kWalkDotBlock, values + c0, dvp,
+                           o + r0 * o_stride + c0, o_stride, alpha + r0);
       }
     });
   }
@@ -137,8 +138,45 @@ inline void walk_gather_axpy_dot(const float* p, const std::int32_t* index, std:
   for (; c < dvp; c += 64) walk_gather_pairs<4>(pairs, used, values + c, dvp, alpha, acc + c);
 }
 
+// The pairs holding a key of `keys` (bit p: key 2p or 2p + 1): the odd
+// bits folded onto the even ones, then the even bits packed down (pext
+// without BMI2, which these targets' flags do not assume).
+inline std::uint64_t pairs_of_keys(std::uint64_t keys) {
+  std::uint64_t x = (keys | (keys >> 1)) & 0x5555555555555555u;
+  x = (x | (x >> 1)) & 0x3333333333333333u;
+  x = (x | (x >> 2)) & 0x0f0f0f0f0f0f0f0fu;
+  x = (x | (x >> 4)) & 0x00ff00ff00ff00ffu;
+  x = (x | (x >> 8)) & 0x0000ffff0000ffffu;
+  return (x | (x >> 16)) & 0x00000000ffffffffu;
+}
+
+inline float walk_masked_axpy_dot(const float* w, const std::uint32_t* probs, std::uint64_t keys,
+                                  const std::uint32_t* values, std::int64_t dvp, float alpha,
+                                  float* acc) {
+  static_assert(kWalkDotBlock == 64, "a block's keys are the bits of one word");
+  // The row's rounded weights, zero outside `keys`: 32 keys per vector.
+  alignas(64) std::uint32_t pairs[kWalkDotBlock / 2];
+  __m512 sum = _mm512_setzero_ps();
+  for (int half = 0; half < 2; ++half) {
+    const auto bits = static_cast<__mmask32>(keys >> (32 * half));
+    const __m512i kept = _mm512_maskz_mov_epi16(bits, _mm512_loadu_si512(probs + 16 * half));
+    _mm512_store_si512(pairs + 16 * half, kept);
+    for (int quarter = 0; quarter < 2; ++quarter) {
+      const auto lanes = static_cast<__mmask16>(bits >> (16 * quarter));
+      sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(lanes, w + 32 * half + 16 * quarter));
+    }
+  }
+  const std::uint64_t used = pairs_of_keys(keys);
+  std::int64_t c = 0;
+  for (; c + 128 <= dvp; c += 128)
+    walk_gather_pairs<8>(pairs, used, values + c, dvp, alpha, acc + c);
+  for (; c < dvp; c += 64) walk_gather_pairs<4>(pairs, used, values + c, dvp, alpha, acc + c);
+  return reduce_add(sum);
+}
+
 template <typename DotPath>
 WalkDotOps walk_dot_ops() {
   static_assert(kLanes == 16, "the bf16 dot product's targets have 512-bit vectors");
-  return {&walk_scores_dot, &walk_pack_values, &walk_rows_axpy_dot, &walk_gather_axpy_dot};
+  return {&walk_scores_dot, &walk_pack_values, &walk_rows_axpy_dot, &walk_gather_axpy_dot,
+          &walk_masked_axpy_dot};
 }

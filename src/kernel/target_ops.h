@@ -164,7 +164,8 @@ struct WalkDotOps {
   // RowsAxpyFn on the packed block: o_r[c] = o_r[c] * alpha[r] + sum_j
   // bf16(w[r * w_stride + j]) * values(j, c) for j < kWalkDotBlock (w zero past
   // the block's keys) and c < dvp (o's rows dvp apart or more). `probs`:
-  // scratch of kMaxMergeRows * kWalkDotBlock / 2 pairs.
+  // rows * kWalkDotBlock / 2 pairs, left holding row r's rounded weights
+  // from r * kWalkDotBlock / 2 (as masked_axpy takes them).
   void (*rows_axpy)(const float* w, std::int64_t w_stride, const std::uint32_t* values,
                     std::int64_t dvp, const float* alpha, std::int64_t rows, float* o,
                     std::int64_t o_stride, std::uint32_t* probs) = nullptr;
@@ -173,6 +174,14 @@ struct WalkDotOps {
   void (*gather_axpy)(const float* p, const std::int32_t* index, std::int64_t n,
                       const std::uint32_t* values, std::int64_t dvp, float alpha,
                       float* acc) = nullptr;
+  // The same over the keys whose bit is set in `keys` (bit j: key j of the
+  // block), their weights already rounded (probs: one row of rows_axpy's,
+  // kWalkDotBlock / 2 pairs): acc[c] = acc[c] * alpha + sum_j probs(j) *
+  // values(j, c). Returns the sum of w[j] (f32, kWalkDotBlock of them) over
+  // the same keys: a ring's share of its row's weights (routing/ladder_scorer.cc).
+  float (*masked_axpy)(const float* w, const std::uint32_t* probs, std::uint64_t keys,
+                       const std::uint32_t* values, std::int64_t dvp, float alpha,
+                       float* acc) = nullptr;
 };
 
 struct TargetOps {

@@ -36,9 +36,10 @@ struct Scratch {
   std::vector<float> max, sum, acc;   // per (track, ring); acc [.., dv]
   std::vector<float> score;           // a block's kept keys' scores, then weights
   std::vector<float> weights, alpha;  // the dense rows' weights [rows, keys] and rescales
+  std::int64_t weights_stride = 0;    // between the rows of weights
   std::vector<float> kb, vb;          // the current key block's K and V rows in f32
   std::vector<std::uint32_t> vp;      // or its V as key pairs of bf16 (the dot product)
-  std::vector<std::uint32_t> probs;   // the dot product's weights in bf16 pairs
+  std::vector<std::uint32_t> probs;   // the dense rows' weights in bf16 pairs [rows, keys / 2]
   bool pairs = false;                 // the block's V is in vp, not vb
   std::vector<float> block_scores;    // [kKeyBlock, rows_padded]: every sampled row's scores
   std::vector<std::int32_t> index;    // the dense rows' keys of a block
@@ -66,11 +67,12 @@ const T* row_of(const TensorView& t, std::int64_t h, std::int64_t n) {
 }
 
 // One track's visit of a block (its kept keys grouped by ring, scheduled
-// once per call) into its rings' online-softmax states: the keys' scores
-// gathered from the block's, then per ring its maximum raised once (its sum
-// and weighted V rescaled, folded into the weighted sum) and the weights.
-void walk_block(const Inputs& in, const ChainTracks& c, std::size_t base, const BlockVisit& visit,
-                Scratch& s) {
+// once per call) into its rings' online-softmax states, each ring on its own
+// maximum: the keys' scores gathered from the block's, then per ring its
+// maximum raised once (its sum and weighted V rescaled, folded into the
+// weighted sum) and the weights.
+void walk_block_own(const Inputs& in, const ChainTracks& c, std::size_t base,
+                    const BlockVisit& visit, Scratch& s) {
   const std::int64_t dv = in.v.dim;
   const Track& t = c.tracks[visit.track];
   const std::uint32_t* start = c.starts.data() + visit.starts;
@@ -103,6 +105,51 @@ void walk_block(const Inputs& in, const ChainTracks& c, std::size_t base, const 
   }
 }
 
+// The same visit with the rings on their row's running maximum, the dense
+// row's (walked first): each key's weight is the dense row's, exp'd and
+// rounded once for the row and every chain, so a ring only rescales (when
+// the row's maximum rose since its last visit) and sums its keys' weights
+// and values. A ring's state is (the maximum it is scaled to, sum, weighted
+// V), as on its own maximum, so the merges are the same; score_head checks
+// afterwards that no ring fell so far below its row that its weights lost
+// precision.
+void walk_block_shared(const Inputs& in, const ChainTracks& c, std::size_t base,
+                       std::size_t dense_base, const BlockVisit& visit, Scratch& s) {
+  const std::int64_t dv = in.v.dim;
+  const Track& t = c.tracks[visit.track];
+  const std::uint32_t* start = c.starts.data() + visit.starts;
+  const std::int32_t* index = c.index.data() + visit.index;
+  const float top = s.max[dense_base + static_cast<std::size_t>(t.row)];
+  const float* w = s.weights.data() + t.row * s.weights_stride;
+  for (std::size_t r = 0; r < t.rings; ++r) {
+    const std::size_t b = start[r], e = start[r + 1];
+    if (b == e) continue;
+    const std::size_t at = base + t.state + r;
+    float alpha = 1.0f;
+    if (top > s.max[at]) {
+      if (s.sum[at] > 0.0f) alpha = std::exp(s.max[at] - top);
+      s.sum[at] *= alpha;
+      s.max[at] = top;
+    }
+    float* acc = s.acc.data() + at * static_cast<std::size_t>(dv);
+    if (s.pairs) {
+      s.sum[at] +=
+          in.ops.walk_dot.masked_axpy(w, s.probs.data() + t.row * (kKeyBlock / 2),
+                                      c.ring_keys[visit.starts + r], s.vp.data(), dv, alpha, acc);
+      continue;
+    }
+    const auto count = static_cast<std::int64_t>(e - b);
+    s.score.resize(static_cast<std::size_t>(count));
+    float sum = 0.0f;
+    for (std::int64_t i = 0; i < count; ++i) {
+      s.score[static_cast<std::size_t>(i)] = w[index[b + static_cast<std::size_t>(i)]];
+      sum += s.score[static_cast<std::size_t>(i)];
+    }
+    s.sum[at] += sum;
+    in.ops.gather_axpy(s.score.data(), s.vb.data(), dv, index + b, count, alpha, acc);
+  }
+}
+
 // Every key of `part` (within the block from k0) into the dense states of
 // the `rows` sampled rows from `base`: the reference rows, when the walk
 // computes them. The weighted sums of all rows on the register tile; on the
@@ -112,6 +159,7 @@ void dense_block_rows(const Inputs& in, std::size_t base, std::int64_t rows, std
                       IndexRange part, Scratch& s) {
   const std::int64_t n = part.size(), offset = part.begin - k0;
   const std::int64_t stride = s.pairs ? kKeyBlock : n;
+  s.weights_stride = stride;
   s.weights.assign(static_cast<std::size_t>(rows * stride), 0.0f);
   s.alpha.resize(static_cast<std::size_t>(rows));
   for (std::int64_t j = 0; j < rows; ++j) {
@@ -132,7 +180,7 @@ void dense_block_rows(const Inputs& in, std::size_t base, std::int64_t rows, std
   const std::int64_t dv = in.v.dim;
   float* acc = s.acc.data() + base * static_cast<std::size_t>(dv);
   if (s.pairs) {
-    s.probs.resize(static_cast<std::size_t>(kernel::kMaxMergeRows * kKeyBlock / 2));
+    s.probs.resize(static_cast<std::size_t>(rows * kKeyBlock / 2));
     in.ops.walk_dot.rows_axpy(s.weights.data(), kKeyBlock, s.vp.data(), dv, s.alpha.data(), rows,
                               acc, dv, s.probs.data());
     return;
@@ -258,38 +306,31 @@ void write_dense_rows(const Inputs& in, std::int64_t h, std::size_t base, const 
   }
 }
 
-// One head, every chain: each sampled row's rungs' squared errors into
-// err[row * candidates + candidate]. The chains walk the keys together, so a
-// block's K and V are converted and its scores computed once for all of them.
-template <typename T>
-void score_head(const Inputs& in, std::int64_t h, std::span<const std::vector<std::size_t>> chains,
-                std::span<const ChainTracks> walks, Scratch& s, double* err,
-                std::size_t candidates) {
+// Where a head's states are: each chain's ring states from base[c], then,
+// with dense rows to compute, one state per sampled row from base.back().
+struct HeadStates {
+  std::vector<std::size_t> base;
+  bool dense = false;
+  // Rings on their row's running maximum (walk_block_shared): the dense rows
+  // are walked and cover every key a ring keeps.
+  bool shared = false;
+};
+
+// The head's walk over every block of `range`: the states of every chain's
+// rings and of the dense rows.
+void walk_head(const Inputs& in, std::int64_t h, std::span<const ChainTracks> walks,
+               IndexRange range, const HeadStates& hs, Scratch& s) {
   const std::int64_t dv = in.v.dim;
   const std::int64_t r = static_cast<std::int64_t>(in.rows.size());
-  // First the head's compensation terms: pooling streams its K and V, which
-  // the walk then finds in cache.
-  if (in.terms != nullptr) in.terms->fill_head(h);
-  if (in.dot) {
-    transpose_row_pairs(in, h, s);
-  } else {
-    transpose_rows<T>(in, h, s);
-  }
-  // Each chain's ring states from its base offset.
-  // Then, with dense rows to compute, one state per sampled row from dense_base.
-  std::vector<std::size_t> base(walks.size() + 1, 0);
-  for (std::size_t c = 0; c < walks.size(); ++c) base[c + 1] = base[c] + walks[c].states;
-  const bool dense = in.dense.out != nullptr && !in.dense.keys.empty();
-  const std::size_t dense_base = base.back();
-  const std::size_t states = dense_base + (dense ? static_cast<std::size_t>(r) : 0);
+  const std::size_t dense_base = hs.base.back();
+  const std::size_t states = dense_base + (hs.dense ? static_cast<std::size_t>(r) : 0);
   s.max.assign(states, kNegInf);
   s.sum.assign(states, 0.0f);
   s.acc.assign(states * static_cast<std::size_t>(dv), 0.0f);
-  const IndexRange range = walk_range(walks, dense ? in.dense.keys : IndexRange{});
   for (std::int64_t k0 = range.begin, b = 0; k0 < range.end; k0 += kKeyBlock, ++b) {
     const std::int64_t k1 = std::min(k0 + kKeyBlock, range.end);
     const IndexRange dense_part{std::max(k0, in.dense.keys.begin), std::min(k1, in.dense.keys.end)};
-    const bool dense_block = dense && !dense_part.empty();
+    const bool dense_block = hs.dense && !dense_part.empty();
     const auto visits = [&](const ChainTracks& c) {
       return std::span(c.visits).subspan(c.block_visits[b],
                                          c.block_visits[b + 1] - c.block_visits[b]);
@@ -311,18 +352,68 @@ void score_head(const Inputs& in, std::int64_t h, std::span<const std::vector<st
       in.ops.widen_rows(in.v, h, k0, n, s.vb.data());
     }
     score_block(in, h, k0, n, s);
+    // Shared: the dense rows first, their maxima and weights the rings'.
+    if (dense_block && hs.shared) dense_block_rows(in, dense_base, r, k0, dense_part, s);
     for (std::size_t c = 0; c < walks.size(); ++c) {
-      for (const BlockVisit& visit : visits(walks[c])) walk_block(in, walks[c], base[c], visit, s);
+      for (const BlockVisit& visit : visits(walks[c])) {
+        if (hs.shared) {
+          walk_block_shared(in, walks[c], hs.base[c], dense_base, visit, s);
+        } else {
+          walk_block_own(in, walks[c], hs.base[c], visit, s);
+        }
+      }
     }
-    if (dense_block) dense_block_rows(in, dense_base, r, k0, dense_part, s);
+    if (dense_block && !hs.shared) dense_block_rows(in, dense_base, r, k0, dense_part, s);
   }
-  if (dense) write_dense_rows(in, h, dense_base, s);  // before the chains read them
+}
+
+// Whether every ring the shared walk reached kept its precision: a sum of at
+// least 2^-100 (every key of a ring below that lies more than 69 below its
+// row's maximum, its weights closer to f32's subnormals than a ring on its
+// own maximum ever is). Also false where a sum is NaN.
+bool shared_rings_hold(std::size_t rings, const Scratch& s) {
+  constexpr float kLeast = 0x1p-100f;
+  for (std::size_t at = 0; at < rings; ++at) {
+    if (s.max[at] != kNegInf && !(s.sum[at] >= kLeast)) return false;
+  }
+  return true;
+}
+
+// One head, every chain: each sampled row's rungs' squared errors into
+// err[row * candidates + candidate]. The chains walk the keys together, so a
+// block's K and V are converted and its scores computed once for all of them.
+template <typename T>
+void score_head(const Inputs& in, std::int64_t h, std::span<const std::vector<std::size_t>> chains,
+                std::span<const ChainTracks> walks, Scratch& s, double* err,
+                std::size_t candidates) {
+  const std::int64_t dv = in.v.dim;
+  // First the head's compensation terms: pooling streams its K and V, which
+  // the walk then finds in cache.
+  if (in.terms != nullptr) in.terms->fill_head(h);
+  if (in.dot) {
+    transpose_row_pairs(in, h, s);
+  } else {
+    transpose_rows<T>(in, h, s);
+  }
+  HeadStates hs;
+  hs.base.assign(walks.size() + 1, 0);
+  for (std::size_t c = 0; c < walks.size(); ++c) hs.base[c + 1] = hs.base[c] + walks[c].states;
+  hs.dense = in.dense.out != nullptr && !in.dense.keys.empty();
+  const IndexRange range = walk_range(walks, hs.dense ? in.dense.keys : IndexRange{});
+  hs.shared = hs.dense && range.begin == in.dense.keys.begin && range.end == in.dense.keys.end;
+  walk_head(in, h, walks, range, hs, s);
+  if (hs.shared && !shared_rings_hold(hs.base.back(), s)) {
+    hs.shared = false;  // rare (scores spread over more than 69): each ring on its own maximum
+    walk_head(in, h, walks, range, hs, s);
+  }
+  if (hs.dense) write_dense_rows(in, h, hs.base.back(), s);  // before the chains read them
   for (std::size_t c = 0; c < walks.size(); ++c) {
     const std::vector<std::size_t>& chain = chains[c];
     for (const Track& t : walks[c].tracks) {
       const float* ref = in.reference + (h * in.reference_rows + t.row) * dv;
       s.rung_err.assign(t.rings, 0.0);
-      merge_rings(s, base[c], t, ref, dv, s.out, s.rung_err.data(), {in.terms, h, t.row, &chain});
+      merge_rings(s, hs.base[c], t, ref, dv, s.out, s.rung_err.data(),
+                  {in.terms, h, t.row, &chain});
       double* slot = err + static_cast<std::size_t>(t.row) * candidates;
       for (std::size_t i = 0; i < t.rings; ++i)
         slot[chain[t.rings == 1 ? t.rung : i]] = s.rung_err[i];

@@ -7,6 +7,13 @@
 // the widest rung alone, not the sum of every rung's, and nothing is stacked
 // per rung. A row on which a chain is not nested (checked on every row, key
 // by key) scores each of its rungs on its own: still exact, never wrong.
+// Where the walk computes the reference rows too (DenseRows) and they cover
+// every key a ring keeps, the rings share their row's running maximum, the
+// dense row's: each key's weight is exp'd (and on the dot product rounded to
+// bf16) once for the row and every chain, and a ring only rescales and sums
+// its keys' weights and values. A head whose scores spread so far that a
+// ring's keys all lie more than 69 below their row's maximum (its weights
+// near f32's subnormals) is walked again with every ring on its own maximum.
 //
 // The walk goes over keys in blocks of 64, each block visited by every
 // sampled row of the head and every chain in turn (online softmax per ring),

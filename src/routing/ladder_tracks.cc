@@ -97,9 +97,13 @@ void visit(ChainTracks& c, std::uint32_t t, std::int64_t k0, std::int64_t lo, st
   c.index.resize(index + kept);
   std::array<std::uint32_t, 256> fill;  // rings are counted in a byte (ladder_chains)
   std::copy(start, start + track.rings, fill.begin());
+  c.ring_keys.resize(c.starts.size(), 0);
+  std::uint64_t* keys = c.ring_keys.data() + starts;
   for (std::int64_t k = lo; k < hi; ++k) {
     const std::uint8_t ring = level[k - lo];
-    if (ring < track.rings) c.index[index + fill[ring]++] = static_cast<std::int32_t>(k - k0);
+    if (ring >= track.rings) continue;
+    c.index[index + fill[ring]++] = static_cast<std::int32_t>(k - k0);
+    keys[ring] |= std::uint64_t{1} << (k - k0);
   }
   c.visits.push_back({t, starts, index});
 }
@@ -110,6 +114,7 @@ void schedule_blocks(ChainTracks& c, IndexRange range) {
   c.block_visits.assign(1, 0);
   c.visits.clear();
   c.starts.clear();
+  c.ring_keys.clear();
   c.index.clear();
   for (std::int64_t k0 = range.begin; k0 < range.end; k0 += kKeyBlock) {
     const std::int64_t k1 = std::min(k0 + kKeyBlock, range.end);

@@ -22,6 +22,7 @@ namespace tilesplash::detail {
 // memory once for all the head's sampled rows. 64: the bf16 dot product's V
 // panel (kernel::kWalkDotBlock); 32 ran no faster on the f32 loops.
 inline constexpr std::int64_t kKeyBlock = 64;
+static_assert(kKeyBlock <= 64, "a block's keys are the bits of one word (ring_keys)");
 
 // One sampled row's walk over one chain: the keys [begin, end) of its hull,
 // each with its ring (level[i] < rings) or none (level[i] >= rings). A row on
@@ -37,7 +38,8 @@ struct Track {
 };
 
 // A track's kept keys in one block: index[starts[r] .. starts[r + 1]) are
-// ring r's (offsets from the block's first key, ascending).
+// ring r's (offsets from the block's first key, ascending), and the bits of
+// ring_keys[starts + r] the same keys (bit j: key j of the block).
 struct BlockVisit {
   std::uint32_t track = 0;
   std::size_t starts = 0;  // into ChainTracks::starts: rings + 1 entries
@@ -54,6 +56,7 @@ struct ChainTracks {
   std::vector<std::size_t> block_visits;
   std::vector<BlockVisit> visits;
   std::vector<std::uint32_t> starts;
+  std::vector<std::uint64_t> ring_keys;  // one per entry of starts
   std::vector<std::int32_t> index;
 };
 
