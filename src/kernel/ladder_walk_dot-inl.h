@@ -163,7 +163,8 @@ inline float walk_masked_axpy_dot(const float* w, const std::uint32_t* probs, st
     _mm512_store_si512(pairs + 16 * half, kept);
     for (int quarter = 0; quarter < 2; ++quarter) {
       const auto lanes = static_cast<__mmask16>(bits >> (16 * quarter));
-      sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(lanes, w + 32 * half + 16 * quarter));
+      sum = _mm512_add_ps(
+          sum, _mm512_maskz_mov_ps(lanes, _mm512_loadu_ps(w + 32 * half + 16 * quarter)));
     }
   }
   const std::uint64_t used = pairs_of_keys(keys);
